@@ -1,0 +1,70 @@
+# Finds every dependency of pets_train and collects the imported targets in PETS_DEPENDENCY_TARGETS.
+
+find_package(Torch REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C CXX)
+
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "pets_train needs a parallel (MPI) HDF5; found a serial one at ${HDF5_INCLUDE_DIRS}. "
+                      "On Debian: apt-get install libhdf5-openmpi-dev")
+endif()
+if(NOT TARGET HDF5::HDF5)
+  add_library(HDF5::HDF5 INTERFACE IMPORTED)
+  target_include_directories(HDF5::HDF5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(HDF5::HDF5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
+  target_compile_definitions(HDF5::HDF5 INTERFACE ${HDF5_DEFINITIONS})
+endif()
+
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+find_package(PNG REQUIRED)
+find_package(GIF REQUIRED)
+find_package(Boost REQUIRED COMPONENTS program_options)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(Threads REQUIRED)
+
+# Torch's CMake config exposes include paths through TORCH_INCLUDE_DIRS and the `torch` target;
+# wrap it so the headers count as system headers (no warnings from LibTorch in our -Wall build).
+add_library(pets_torch INTERFACE)
+target_link_libraries(pets_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(pets_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+
+set(PETS_DEPENDENCY_TARGETS
+  pets_torch MPI::MPI_CXX MPI::MPI_C HDF5::HDF5 PkgConfig::TURBOJPEG PNG::PNG GIF::GIF
+  Boost::program_options nlohmann_json::nlohmann_json Threads::Threads)
+
+# The GPU backend: CUDA runtime and NCCL, optional. Found -> compiled in (PETS_HAVE_NCCL).
+set(PETS_HAVE_NCCL OFF)
+if(PETS_WITH_NCCL)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      add_library(pets_nccl INTERFACE)
+      target_include_directories(pets_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+      target_link_libraries(pets_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+      list(APPEND PETS_DEPENDENCY_TARGETS pets_nccl)
+      set(PETS_HAVE_NCCL ON)
+      message(STATUS "pets: NCCL backend ON (${NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION})")
+    endif()
+  endif()
+endif()
+if(NOT PETS_HAVE_NCCL)
+  message(STATUS "pets: NCCL backend OFF (CUDA toolkit or NCCL not found); CPU build only")
+endif()
+
+# A CUDA build of LibTorch (e.g. a 2.x zip through CMAKE_PREFIX_PATH) enables the CUDA tensor paths.
+set(PETS_TORCH_CUDA OFF)
+if(TORCH_CUDA_LIBRARIES OR CAFFE2_USE_CUDA)
+  set(PETS_TORCH_CUDA ON)
+endif()
+message(STATUS "pets: LibTorch ${Torch_VERSION}, CUDA LibTorch: ${PETS_TORCH_CUDA}")
+
+# Tests under MPI run through mpiexec; as root Open MPI wants to be told that this is intended.
+set(PETS_MPIEXEC ${MPIEXEC_EXECUTABLE})
+set(PETS_MPIEXEC_PREFLAGS ${MPIEXEC_PREFLAGS})
+if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
+  list(APPEND PETS_MPIEXEC_PREFLAGS --oversubscribe)
+endif()

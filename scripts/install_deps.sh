@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package pets_train needs. Idempotent: does nothing when all are present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libtorch-dev
+  openmpi-bin libopenmpi-dev
+  libhdf5-openmpi-dev hdf5-tools
+  libturbojpeg0-dev libpng-dev libgif-dev
+  libboost-program-options-dev
+  libgtest-dev
+  nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
