@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// timm's resnet50d in LibTorch: deep 3-conv stem, avg-down shortcuts, parameter and buffer names
+/// identical to timm's state dict, so its checkpoints load without renaming.
+
+#include <torch/torch.h>
+
+namespace pets::model {
+
+/// timm's Bottleneck: 1x1 -> 3x3 (carries the stride) -> 1x1 (x4 channels), BN after each.
+struct BottleneckImpl : torch::nn::Module {
+  BottleneckImpl(int64_t in_channels, int64_t planes, int64_t stride);
+  torch::Tensor forward(torch::Tensor x);
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  /// avg-down shortcut: [0] AvgPool2d(2, stride, ceil_mode, no pad count) or Identity,
+  /// [1] 1x1 conv, [2] BN. Empty when the block keeps shape.
+  torch::nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+struct ResNet50dImpl : torch::nn::Module {
+  static constexpr int64_t kFeatures = 2048;
+
+  explicit ResNet50dImpl(int64_t num_classes);
+
+  /// The 2048-d globally average-pooled features (input of `fc`).
+  torch::Tensor forward_features(torch::Tensor x);
+  /// The classifier on pooled features.
+  torch::Tensor forward_head(const torch::Tensor& features);
+  torch::Tensor forward(torch::Tensor x);
+
+  /// Every parameter but `fc`'s stops requiring gradients.
+  void freeze_backbone();
+  /// The backbone (everything but `fc`) in train or eval mode; `fc` has no mode-dependent layer.
+  void set_backbone_training(bool on);
+
+  int64_t num_classes() const { return num_classes_; }
+
+  torch::nn::Sequential conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  torch::nn::Linear fc{nullptr};
+
+ private:
+  int64_t num_classes_;
+};
+TORCH_MODULE(ResNet50d);
+
+/// timm's initialisation: Kaiming-normal (fan_out, ReLU) convolutions, BN weight 1 / bias 0,
+/// the last BN of every bottleneck zeroed (zero_init_last), PyTorch's default Linear init.
+void init_like_timm(ResNet50dImpl& model);
+
+}  // namespace pets::model

@@ -1,0 +1,48 @@
+#pragma once
+/// \file
+/// LibTorch side of safetensors: tensors in and out, and a strict state-dict load into a module.
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pets/model/safetensors.hpp"
+
+namespace pets::model {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// A CPU tensor holding a copy of the entry's data in its stored dtype.
+torch::Tensor to_tensor(const SafetensorsFile& file, const TensorInfo& info);
+
+/// Every tensor of `path`, in header order.
+NamedTensors read_tensors(const std::string& path);
+
+/// Writes `tensors` (any device, contiguous or not) to `path` atomically.
+void write_tensors(const std::string& path, const NamedTensors& tensors,
+                   const std::map<std::string, std::string>& metadata = {});
+
+/// Every parameter and buffer of `module`, under its state-dict name.
+NamedTensors state_dict(const torch::nn::Module& module);
+
+struct LoadOptions {
+  /// Tensors under this prefix whose shape differs from the module's are skipped, leaving the
+  /// module's own (fresh) values: a 1000-class checkpoint loaded into a 37-class model.
+  std::string resizable_head = "fc.";
+};
+
+struct LoadReport {
+  std::vector<std::string> loaded;
+  std::vector<std::string> skipped;  ///< head tensors left at their initial values
+};
+
+/// Loads `path` into `module`, converting dtypes (floating to floating, integer to integer).
+/// Strict: a missing key, an unexpected key, a shape mismatch (outside the resizable head) or an
+/// unconvertible dtype throws pets::UsageError naming the key, before any value is changed.
+LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
+                           const LoadOptions& options = {});
+
+}  // namespace pets::model

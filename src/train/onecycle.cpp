@@ -1,0 +1,58 @@
+#include "pets/train/onecycle.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+namespace {
+
+double cosine_anneal(double start, double end, double pct) {
+  return end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1.0);
+}
+
+}  // namespace
+
+OneCycleSchedule::OneCycleSchedule(const OneCycleOptions& options) : options_(options) {
+  PETS_CHECK(options.total_steps > 0, "OneCycle: total_steps must be positive, got " +
+                                          std::to_string(options.total_steps));
+  PETS_CHECK(options.pct_start >= 0.0 && options.pct_start <= 1.0,
+             "OneCycle: pct_start must be in [0, 1]");
+  PETS_CHECK(options.max_lr > 0.0 && options.div_factor > 0.0 && options.final_div_factor > 0.0,
+             "OneCycle: max_lr, div_factor and final_div_factor must be positive");
+  update();
+}
+
+void OneCycleSchedule::step() { set_step_count(step_ + 1); }
+
+void OneCycleSchedule::set_step_count(int64_t steps) {
+  // PyTorch computes the lr for step `total_steps` (the one after the last optimiser step) and
+  // raises only beyond it.
+  if (steps < 0 || steps > options_.total_steps)
+    PETS_ERROR("OneCycle: tried to step " + std::to_string(steps) + " times; total_steps is " +
+               std::to_string(options_.total_steps));
+  step_ = steps;
+  update();
+}
+
+void OneCycleSchedule::update() {
+  const double initial = initial_lr();
+  const double min_lr = initial / options_.final_div_factor;
+  // Phase ends are floats, exactly as torch.optim.lr_scheduler.OneCycleLR builds them.
+  const double warm_end = options_.pct_start * static_cast<double>(options_.total_steps) - 1.0;
+  const double last_end = static_cast<double>(options_.total_steps) - 1.0;
+  const double t = static_cast<double>(step_);
+  if (t <= warm_end) {
+    // PyTorch divides by zero here when the warm-up phase ends at step 0; we take its end.
+    const double pct = warm_end > 0.0 ? t / warm_end : 1.0;
+    lr_ = cosine_anneal(initial, options_.max_lr, pct);
+    beta1_ = cosine_anneal(options_.max_momentum, options_.base_momentum, pct);
+  } else {
+    const double pct = (t - warm_end) / (last_end - warm_end);
+    lr_ = cosine_anneal(options_.max_lr, min_lr, pct);
+    beta1_ = cosine_anneal(options_.base_momentum, options_.max_momentum, pct);
+  }
+}
+
+}  // namespace pets::train

@@ -1,0 +1,13 @@
+#pragma once
+// The folder of the timm/PyTorch reference fixtures: $PETS_RESNET_FIXTURE, else the shared one.
+#include <cstdlib>
+#include <string>
+
+namespace pets::test {
+
+inline std::string fixture_dir() {
+  const char* env = std::getenv("PETS_RESNET_FIXTURE");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(PETS_FIXTURE_DIR);
+}
+
+}  // namespace pets::test

@@ -1,0 +1,84 @@
+// Structure of our ResNet-50d against timm's: the state-dict names and shapes of the reference
+// fixture (a timm resnet50d state dict), odd input sizes (ceil_mode shortcuts), freezing, init.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fixture_dir.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/model/state_dict.hpp"
+
+namespace {
+
+using pets::model::ResNet50d;
+
+TEST(ResNet50d, StateDictNamesAndShapesAreTimms) {
+  const auto timm = pets::model::SafetensorsFile::open(pets::test::fixture_dir() + "/weights.safetensors");
+  const int64_t classes = timm.at("fc.weight").shape.at(0);
+  ResNet50d model(classes);
+  const auto ours = pets::model::state_dict(*model);
+  ASSERT_EQ(ours.size(), timm.tensors().size());
+  for (const auto& [name, tensor] : ours) {
+    const auto* info = timm.find(name);
+    ASSERT_NE(info, nullptr) << "timm has no '" << name << "'";
+    EXPECT_EQ(tensor.sizes(), c10::IntArrayRef(info->shape)) << name;
+  }
+}
+
+TEST(ResNet50d, DeepStemAndAvgDownLayout) {
+  ResNet50d model(37);
+  const auto params = model->named_parameters(true);
+  EXPECT_EQ(params["conv1.0.weight"].sizes(), (std::vector<int64_t>{32, 3, 3, 3}));
+  EXPECT_EQ(params["conv1.3.weight"].sizes(), (std::vector<int64_t>{32, 32, 3, 3}));
+  EXPECT_EQ(params["conv1.6.weight"].sizes(), (std::vector<int64_t>{64, 32, 3, 3}));
+  EXPECT_EQ(params["layer2.0.downsample.1.weight"].sizes(), (std::vector<int64_t>{512, 256, 1, 1}));
+  EXPECT_EQ(params["fc.weight"].sizes(), (std::vector<int64_t>{37, 2048}));
+  // The stride sits on conv2 (3x3), not conv1 (1x1).
+  auto* block = model->layer2[0]->as<pets::model::BottleneckImpl>();
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(block->conv1->options.stride()->at(0), 1);
+  EXPECT_EQ(block->conv2->options.stride()->at(0), 2);
+  EXPECT_TRUE(model->named_buffers(true).contains("layer1.0.bn1.num_batches_tracked"));
+}
+
+// Odd sizes at every stage: the avg-down shortcut must round up (ceil_mode) exactly as the 3x3
+// stride-2 convolution does, or the residual add fails.
+TEST(ResNet50d, OddInputSizesFollowCeilMode) {
+  torch::manual_seed(0);
+  ResNet50d model(5);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  for (auto hw : std::vector<std::pair<int64_t, int64_t>>{{97, 65}, {161, 225}, {33, 33}}) {
+    const auto out = model->forward(torch::randn({1, 3, hw.first, hw.second}));
+    EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 5})) << hw.first << "x" << hw.second;
+  }
+  // A shortcut pool on a 5x5 map: windows {0,1},{2,3},{4} average 2x2, 2x2 and the lone edge.
+  auto* block = model->layer2[0]->as<pets::model::BottleneckImpl>();
+  const auto x = torch::arange(25, torch::kFloat32).reshape({1, 1, 5, 5});
+  const auto pooled = block->downsample[0]->as<torch::nn::AvgPool2dImpl>()->forward(x);
+  ASSERT_EQ(pooled.sizes(), (std::vector<int64_t>{1, 1, 3, 3}));
+  EXPECT_FLOAT_EQ(pooled[0][0][2][2].item<float>(), 24.f);
+  EXPECT_FLOAT_EQ(pooled[0][0][0][2].item<float>(), (4.f + 9.f) / 2.f);
+}
+
+TEST(ResNet50d, FreezeLeavesOnlyTheHeadTrainable) {
+  ResNet50d model(37);
+  model->freeze_backbone();
+  std::set<std::string> trainable;
+  for (const auto& p : model->named_parameters(true))
+    if (p.value().requires_grad()) trainable.insert(p.key());
+  EXPECT_EQ(trainable, (std::set<std::string>{"fc.weight", "fc.bias"}));
+}
+
+TEST(ResNet50d, TimmInitZeroesLastBnOfEachBlock) {
+  ResNet50d model(37);
+  const auto params = model->named_parameters(true);
+  EXPECT_EQ(params["layer3.4.bn3.weight"].abs().sum().item<float>(), 0.f);
+  EXPECT_EQ(params["layer3.4.bn2.weight"].mean().item<float>(), 1.f);
+  // Kaiming normal, fan_out, ReLU gain: std = sqrt(2 / (out * k * k)).
+  const auto w = params["layer4.0.conv2.weight"];
+  const double expected = std::sqrt(2.0 / (512 * 9));
+  EXPECT_NEAR(w.std().item<double>(), expected, 0.05 * expected);
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+// OneCycleLR + Adam against PyTorch's trajectory in onecycle_adam.safetensors: the lr and beta1 in
+// force at every step, every loss, and the final weights of the Linear head.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "fixture_dir.hpp"
+#include "pets/model/state_dict.hpp"
+#include "pets/train/onecycle.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+std::map<std::string, torch::Tensor> trajectory() {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& [k, v] : pets::model::read_tensors(pets::test::fixture_dir() + "/onecycle_adam.safetensors"))
+    out[k] = v;
+  return out;
+}
+
+double rel_error(double actual, double expected) {
+  return std::abs(actual - expected) / std::max(std::abs(expected), 1e-30);
+}
+
+// The fixture's scheduler: OneCycleLR(max_lr=3e-2, epochs=5, steps_per_epoch=7) on Adam(lr=3e-2/25).
+constexpr double kMaxLr = 3e-2;
+
+pets::train::OneCycleOptions fixture_schedule(int64_t steps) {
+  pets::train::OneCycleOptions o;
+  o.max_lr = kMaxLr;
+  o.total_steps = steps;
+  return o;
+}
+
+TEST(OneCycle, LrAndBeta1MatchPyTorchAtEveryStep) {
+  auto t = trajectory();
+  const auto lr = t.at("lr").to(torch::kFloat64);
+  const auto beta1 = t.at("beta1").to(torch::kFloat64);
+  const int64_t steps = lr.size(0);
+  pets::train::OneCycleSchedule schedule(fixture_schedule(steps));
+  EXPECT_NEAR(schedule.initial_lr(), kMaxLr / 25.0, 1e-15);
+  for (int64_t i = 0; i < steps; ++i) {
+    EXPECT_LE(rel_error(schedule.lr(), lr[i].item<double>()), 1e-5) << "lr at step " << i;
+    EXPECT_LE(rel_error(schedule.beta1(), beta1[i].item<double>()), 1e-5) << "beta1 at step " << i;
+    schedule.step();
+  }
+}
+
+TEST(OneCycle, SteppingPastTheEndIsAnError) {
+  pets::train::OneCycleSchedule schedule(fixture_schedule(3));
+  for (int i = 0; i < 3; ++i) schedule.step();  // PyTorch allows total_steps calls of step()
+  EXPECT_THROW(schedule.step(), pets::Error);
+  EXPECT_THROW(schedule.set_step_count(-1), pets::Error);
+}
+
+TEST(OneCycle, ShapeOfTheCycle) {
+  pets::train::OneCycleSchedule s(fixture_schedule(100));
+  EXPECT_DOUBLE_EQ(s.lr(), kMaxLr / 25.0);
+  EXPECT_DOUBLE_EQ(s.beta1(), 0.95);
+  s.set_step_count(29);  // end of warm-up: 0.3 * 100 - 1
+  EXPECT_DOUBLE_EQ(s.lr(), kMaxLr);
+  EXPECT_DOUBLE_EQ(s.beta1(), 0.85);
+  s.set_step_count(99);
+  EXPECT_NEAR(s.lr(), kMaxLr / 25.0 / 1e4, 1e-15);
+  EXPECT_DOUBLE_EQ(s.beta1(), 0.95);
+}
+
+// Adam driven by the schedule, exactly as the trainer does: set lr and beta1, step, advance.
+TEST(OneCycle, AdamTrajectoryMatchesPyTorch) {
+  auto t = trajectory();
+  const auto features = t.at("features").to(torch::kFloat32);
+  const auto targets = t.at("targets").to(torch::kInt64);
+  const auto losses = t.at("loss").to(torch::kFloat64);
+  const int64_t steps = losses.size(0);
+  torch::nn::Linear head(features.size(1), t.at("init.weight").size(0));
+  {
+    torch::NoGradGuard no_grad;
+    head->weight.copy_(t.at("init.weight"));
+    head->bias.copy_(t.at("init.bias"));
+  }
+  pets::train::OneCycleSchedule schedule(fixture_schedule(steps));
+  torch::optim::Adam adam(head->parameters(), torch::optim::AdamOptions(schedule.lr()));
+  auto& group = static_cast<torch::optim::AdamOptions&>(adam.param_groups().at(0).options());
+  for (int64_t i = 0; i < steps; ++i) {
+    group.lr(schedule.lr());
+    group.betas({schedule.beta1(), std::get<1>(group.betas())});
+    const auto loss = torch::nn::functional::cross_entropy(head(features), targets);
+    EXPECT_LE(rel_error(loss.item<double>(), losses[i].item<double>()), 1e-4) << "loss at step " << i;
+    loss.backward();
+    adam.step();
+    schedule.step();
+    adam.zero_grad();
+  }
+  const auto check = [](const torch::Tensor& actual, const torch::Tensor& expected, const char* what) {
+    const double scale = expected.abs().max().item<double>();
+    const double error = (actual - expected.to(actual.scalar_type())).abs().max().item<double>();
+    EXPECT_LE(error, 1e-4 * scale) << what << ": max abs error " << error;
+  };
+  check(head->weight.detach(), t.at("final.weight"), "final.weight");
+  check(head->bias.detach(), t.at("final.bias"), "final.bias");
+}
+
+}  // namespace
