@@ -1,0 +1,42 @@
+#pragma once
+/// \file
+/// Training checkpoints: one safetensors file per epoch (tensors plus a JSON `state` and a digest
+/// in its metadata) and a `latest` pointer, each replaced atomically, so that a crash at any point
+/// leaves the previous checkpoint as the latest, complete and loadable.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pets/model/state_dict.hpp"
+
+namespace pets::train {
+
+struct Checkpoint {
+  int64_t epoch = 0;           ///< epochs completed
+  nlohmann::json state;        ///< scheduler position, config hash, labels, ...
+  model::NamedTensors tensors; ///< fc, Adam moments, BatchNorm statistics
+  std::string path;            ///< where it was read from
+};
+
+/// Writes `<dir>/ckpt-epoch-<epoch>.safetensors`, then points `<dir>/latest` at it.
+/// Returns the checkpoint's path.
+std::string save_checkpoint(const std::string& dir, int64_t epoch, const nlohmann::json& state,
+                            const model::NamedTensors& tensors);
+
+/// Reads and verifies one checkpoint file; throws pets::UsageError naming the file when it is
+/// truncated, malformed or its digest does not match.
+Checkpoint read_checkpoint(const std::string& path);
+
+/// The newest complete checkpoint in `dir`: the one `latest` names, or, when that one is damaged,
+/// the newest older one that verifies (each refusal is reported through `notices`). Empty when
+/// `dir` holds none.
+std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
+                                                 std::vector<std::string>* notices);
+
+/// FNV-1a 64-bit over bytes, chained through `seed`.
+uint64_t fnv1a(const void* data, std::size_t size, uint64_t seed = 1469598103934665603ull);
+
+}  // namespace pets::train
