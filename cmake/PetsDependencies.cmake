@@ -65,6 +65,8 @@ message(STATUS "pets: LibTorch ${Torch_VERSION}, CUDA LibTorch: ${PETS_TORCH_CUD
 # Tests under MPI run through mpiexec; as root Open MPI wants to be told that this is intended.
 set(PETS_MPIEXEC ${MPIEXEC_EXECUTABLE})
 set(PETS_MPIEXEC_PREFLAGS ${MPIEXEC_PREFLAGS})
-if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE PETS_MPIEXEC_VERSION
+                ERROR_QUIET RESULT_VARIABLE PETS_MPIEXEC_RC)
+if(PETS_MPIEXEC_VERSION MATCHES "Open MPI|OpenRTE")
   list(APPEND PETS_MPIEXEC_PREFLAGS --oversubscribe)
 endif()

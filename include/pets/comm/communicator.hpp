@@ -1,0 +1,92 @@
+#pragma once
+/// \file
+/// The one communicator interface the trainer uses: in-place allreduce (sum, average) and
+/// broadcast of tensors, a barrier, and sums of host integer counters. Two backends: MPI for CPU
+/// tensors (here) and NCCL for CUDA tensors (pets/comm/nccl_comm.hpp, with a CUDA LibTorch).
+/// LibTorch stays out of this header: tensors are forward-declared.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+namespace torch::nn {
+class Module;
+}
+
+namespace pets::comm {
+
+class MpiComm;
+
+/// How allreduce combines the ranks' tensors.
+enum class ReduceOp {
+  kSum,      ///< element-wise sum
+  kAverage,  ///< element-wise sum divided by size(); floating-point tensors only
+};
+
+/// Collectives over a fixed group of ranks. Every call is collective: all ranks call it in the
+/// same order with tensors of the same shape and dtype. Errors throw pets::Error.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi" or "nccl".
+  virtual std::string backend() const = 0;
+
+  /// Combines `tensor` across ranks in place; every rank ends with the same values.
+  virtual void allreduce(at::Tensor& tensor, ReduceOp op) = 0;
+  /// Overwrites `tensor` on every rank with root's values.
+  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  /// Returns when every rank has called it (after this rank's queued device work, for NCCL).
+  virtual void barrier() = 0;
+  /// Sums `count` host counters in place across ranks (exact: int64, not float).
+  virtual void allreduce_counters(std::int64_t* values, std::size_t count) = 0;
+
+  void allreduce_sum(at::Tensor& tensor) { allreduce(tensor, ReduceOp::kSum); }
+  void allreduce_average(at::Tensor& tensor) { allreduce(tensor, ReduceOp::kAverage); }
+  /// The sum of one counter over all ranks.
+  std::int64_t sum_counter(std::int64_t value) {
+    allreduce_counters(&value, 1);
+    return value;
+  }
+  void allreduce_counters(std::vector<std::int64_t>& values) {
+    allreduce_counters(values.data(), values.size());
+  }
+};
+
+/// MPI backend for CPU tensors. Keeps a pointer to `comm`, which must outlive it.
+/// Supports float, double, int8/16/32/64 and uint8 tensors directly, half and bfloat16 through a
+/// float copy; non-contiguous tensors through a contiguous copy.
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(const MpiComm& comm);
+
+  int rank() const override;
+  int size() const override;
+  std::string backend() const override { return "mpi"; }
+  void allreduce(at::Tensor& tensor, ReduceOp op) override;
+  void broadcast(at::Tensor& tensor, int root) override;
+  void barrier() override;
+  void allreduce_counters(std::int64_t* values, std::size_t count) override;
+  using Communicator::allreduce_counters;
+
+ private:
+  const MpiComm* comm_;
+};
+
+/// Copies root's parameters and buffers of `module` (all of them, recursively, in registration
+/// order) to every rank, so all ranks start identical. First checks that every rank has the same
+/// names, shapes and dtypes; if not, every rank throws pets::Error (no mismatched collectives).
+void broadcast_module(Communicator& comm, torch::nn::Module& module, int root = 0);
+
+/// A 64-bit FNV-1a digest of the names, shapes, dtypes and values of `module`'s parameters and
+/// buffers: equal on two ranks iff (barring collisions) their modules are identical.
+std::uint64_t module_digest(const torch::nn::Module& module);
+
+}  // namespace pets::comm

@@ -1,0 +1,78 @@
+#pragma once
+/// \file
+/// The command line and configuration file of pets_train (Boost.Program_options). Parsing is a
+/// pure function of argv and the files it names, so it is tested without MPI; every problem
+/// is a pets::UsageError that names the option.
+
+#include <cstdint>
+#include <string>
+
+namespace pets::train {
+
+/// Mixed-precision mode, as Accelerate's `mixed_precision`.
+enum class MixedPrecision { kNo, kBf16, kFp16 };
+/// BatchNorm of the frozen backbone: batch statistics (as the tutorial) or running statistics.
+enum class BnMode { kTrain, kEval };
+/// Where the model runs: CUDA if present, or the named device.
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+/// Everything pets_train can be told. Defaults are the tutorial's where it has one.
+struct TrainOptions {
+  std::string data;           ///< HDF5 file made by the preprocessing tool (required)
+  int epochs = 5;             ///< passes over the training split
+  int batch_size = 64;        ///< training images per rank per step
+  int eval_batch_size = 128;  ///< evaluation images per rank per step
+  double max_lr = 3e-2;       ///< OneCycle peak learning rate; Adam starts at max_lr/25
+  MixedPrecision mixed_precision = MixedPrecision::kNo;  ///< the tutorial's fp16 needs a GPU
+  std::uint64_t seed = 42;                               ///< set_seed(seed)
+  std::string pretrained;           ///< safetensors with timm's keys; empty: random init
+  BnMode bn_mode = BnMode::kTrain;  ///< see BnMode
+  DeviceChoice device = DeviceChoice::kAuto;
+  int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
+  std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
+  bool resume = false;            ///< continue from the latest complete checkpoint in `out`
+  std::string config;             ///< the --config file read, if any (informational)
+  std::string write_config;       ///< --write-config target; the program writes it and stops
+};
+
+/// What the command line asks for.
+enum class Action {
+  kTrain,        ///< run with `options`
+  kHelp,         ///< print `help` and exit 0
+  kWriteConfig,  ///< write `options` to options.write_config and exit 0
+};
+
+/// The result of parsing a command line.
+struct ParseResult {
+  Action action = Action::kTrain;
+  TrainOptions options;
+  std::string help;  ///< the --help text (always filled)
+};
+
+/// Parses `argv[1..argc)` and, if --config is given, that file; the command line wins over the
+/// file. Throws pets::UsageError naming the option for: an unknown option or config key, a bad
+/// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
+/// unreadable config file. Does not touch the data file or the GPU (see check_devices).
+ParseResult parse_train_options(int argc, const char* const* argv);
+
+/// The --help text: every option with its default.
+std::string train_options_help();
+
+/// A config file of every option with comments, readable by --config (the `accelerate config`
+/// counterpart). Options left at an empty default are written commented out.
+std::string format_config(const TrainOptions& options);
+
+/// Writes format_config(options) to `path` atomically (a temporary file in the same folder,
+/// flushed and renamed), so a reader never sees half a file. Throws pets::Error on I/O failure.
+void write_config_file(const TrainOptions& options, const std::string& path);
+
+/// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
+/// no CUDA device can be used (fp16 with `--device cpu` included). The trainer calls it with
+/// the CUDA device count it found (0 on a CPU build); throws pets::UsageError.
+void check_devices(const TrainOptions& options, int cuda_device_count);
+
+std::string to_string(MixedPrecision value);
+std::string to_string(BnMode value);
+std::string to_string(DeviceChoice value);
+
+}  // namespace pets::train

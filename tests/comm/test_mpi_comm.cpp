@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include "pets/comm/mpi_comm.hpp"
+
+namespace {
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+TEST(MpiComm, IsAPrivateDuplicateOfTheWorld) {
+  pets::comm::MpiComm comm;
+  EXPECT_EQ(comm.rank(), world_rank());
+  EXPECT_EQ(comm.size(), world_size());
+  int result = MPI_UNEQUAL;
+  MPI_Comm_compare(comm.get(), MPI_COMM_WORLD, &result);
+  EXPECT_EQ(result, MPI_CONGRUENT);  // same group, different context: messages never mix
+  MPI_Errhandler handler;
+  MPI_Comm_get_errhandler(comm.get(), &handler);
+  EXPECT_EQ(handler, MPI_ERRORS_RETURN);
+  MPI_Errhandler_free(&handler);
+}
+
+TEST(MpiComm, NodeLocalRanksOnOneMachine) {
+  pets::comm::MpiComm comm;
+  // ctest runs every rank on this one machine, so the node-local group is the whole world.
+  EXPECT_EQ(comm.local_size(), comm.size());
+  EXPECT_EQ(comm.local_rank(), comm.rank());
+  int local_size = 0;
+  MPI_Comm_size(comm.local(), &local_size);
+  EXPECT_EQ(local_size, comm.local_size());
+}
+
+TEST(MpiComm, MoveTransfersOwnership) {
+  pets::comm::MpiComm a;
+  const MPI_Comm handle = a.get();
+  pets::comm::MpiComm b(std::move(a));
+  EXPECT_EQ(b.get(), handle);
+  EXPECT_EQ(a.get(), MPI_COMM_NULL);  // NOLINT(bugprone-use-after-move): documented state
+  pets::comm::MpiComm c;
+  c = std::move(b);
+  EXPECT_EQ(c.get(), handle);
+  EXPECT_EQ(c.rank(), world_rank());
+}
+
+TEST(MpiEnvironment, ReusesAnExistingInitialisation) {
+  int argc = 0;
+  char** argv = nullptr;
+  pets::comm::MpiEnvironment environment(argc, argv);
+  EXPECT_FALSE(environment.owns_mpi());  // the test main initialised MPI
+  EXPECT_GE(environment.thread_level(), MPI_THREAD_FUNNELED);
+}
+
+}  // namespace

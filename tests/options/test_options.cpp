@@ -1,0 +1,270 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pets/train/options.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+using pets::train::Action;
+using pets::train::ParseResult;
+using pets::train::TrainOptions;
+
+ParseResult parse(std::initializer_list<const char*> args) {
+  std::vector<const char*> argv = {"pets_train"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return pets::train::parse_train_options(static_cast<int>(argv.size()), argv.data());
+}
+
+/// The UsageError message of parsing `args`; fails the test if parsing succeeds.
+std::string usage_error(std::initializer_list<const char*> args) {
+  try {
+    parse(args);
+  } catch (const pets::UsageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a UsageError: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+#define EXPECT_MENTIONS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "message: " << (text)
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "pets_options_" + std::to_string(::getpid()) + "_" + name;
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(TrainOptions, DefaultsAreTheTutorials) {
+  const ParseResult r = parse({"--data", "pets.h5"});
+  EXPECT_EQ(r.action, Action::kTrain);
+  const TrainOptions& o = r.options;
+  EXPECT_EQ(o.data, "pets.h5");
+  EXPECT_EQ(o.epochs, 5);
+  EXPECT_EQ(o.batch_size, 64);
+  EXPECT_EQ(o.eval_batch_size, 128);
+  EXPECT_DOUBLE_EQ(o.max_lr, 3e-2);
+  EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kNo);
+  EXPECT_EQ(o.seed, 42u);
+  EXPECT_EQ(o.pretrained, "");
+  EXPECT_EQ(o.bn_mode, pets::train::BnMode::kTrain);
+  EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
+  EXPECT_EQ(o.threads, 0);
+  EXPECT_EQ(o.out, "runs/pets");
+  EXPECT_FALSE(o.resume);
+}
+
+TEST(TrainOptions, EveryOptionIsRead) {
+  const TrainOptions o = parse({"--data=d.h5",
+                                "--epochs",
+                                "2",
+                                "--batch-size",
+                                "8",
+                                "--eval-batch-size",
+                                "16",
+                                "--max-lr",
+                                "1e-3",
+                                "--mixed-precision",
+                                "bf16",
+                                "--seed",
+                                "18446744073709551615",
+                                "--pretrained",
+                                "m.safetensors",
+                                "--bn-mode",
+                                "eval",
+                                "--device",
+                                "cpu",
+                                "--threads",
+                                "3",
+                                "--out",
+                                "runs/x",
+                                "--resume"})
+                             .options;
+  EXPECT_EQ(o.data, "d.h5");
+  EXPECT_EQ(o.epochs, 2);
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.eval_batch_size, 16);
+  EXPECT_DOUBLE_EQ(o.max_lr, 1e-3);
+  EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kBf16);
+  EXPECT_EQ(o.seed, 18446744073709551615ull);
+  EXPECT_EQ(o.pretrained, "m.safetensors");
+  EXPECT_EQ(o.bn_mode, pets::train::BnMode::kEval);
+  EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
+  EXPECT_EQ(o.threads, 3);
+  EXPECT_EQ(o.out, "runs/x");
+  EXPECT_TRUE(o.resume);
+}
+
+TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
+  const ParseResult r = parse({"--help"});  // no --data needed
+  EXPECT_EQ(r.action, Action::kHelp);
+  for (const char* name :
+       {"--data", "--epochs", "--batch-size", "--eval-batch-size", "--max-lr", "--mixed-precision",
+        "--seed", "--pretrained", "--bn-mode", "--device", "--threads", "--out", "--resume",
+        "--config", "--write-config", "--help"})
+    EXPECT_MENTIONS(r.help, name);
+  for (const char* def : {"(=5)", "(=64)", "(=128)", "(=3e-2)", "(=no)", "(=42)", "(=train)",
+                          "(=auto)", "(=0)", "(=runs/pets)"})
+    EXPECT_MENTIONS(r.help, def);
+}
+
+TEST(TrainOptions, UnknownOption) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--bogus"}), "--bogus");
+}
+
+TEST(TrainOptions, StrayPositionalArgument) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "stray"}), "positional");
+}
+
+TEST(TrainOptions, BadValues) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "abc"}), "--max-lr");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "nan"}), "--max-lr");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "-1"}), "--max-lr");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs", "2.5"}), "--epochs");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs", "99999999999"}), "--epochs");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--seed", "-1"}), "--seed");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--seed", "12x"}), "--seed");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--threads", "-2"}), "--threads");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs"}), "--epochs");  // value missing
+  EXPECT_MENTIONS(usage_error({"--data", ""}), "--data");
+}
+
+TEST(TrainOptions, ZeroAndNegativeCounts) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs", "0"}), "--epochs must be positive");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs=-3"}), "--epochs must be positive");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs", "-3"}), "--epochs");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--batch-size", "0"}), "--batch-size");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--batch-size", "-64"}), "--batch-size");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--eval-batch-size", "0"}), "--eval-batch-size");
+}
+
+TEST(TrainOptions, RepeatedOption) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs", "2", "--epochs", "3"}), "--epochs");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--resume", "--resume"}), "--resume");
+  EXPECT_MENTIONS(usage_error({"--data", "a", "--data", "b"}), "--data");
+}
+
+TEST(TrainOptions, MissingData) {
+  EXPECT_MENTIONS(usage_error({}), "--data");
+  EXPECT_MENTIONS(usage_error({"--epochs", "2"}), "--data");
+}
+
+TEST(TrainOptions, BadEnumValues) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--mixed-precision", "fp8"}), "--mixed-precision");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--mixed-precision", "fp8"}), "no, bf16, fp16");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--bn-mode", "frozen"}), "--bn-mode");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--device", "tpu"}), "--device");
+}
+
+TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {
+  const std::string path = temp_path("roundtrip.cfg");
+  TrainOptions written =
+      parse({"--data", "d.h5", "--epochs", "3", "--max-lr", "0.1", "--mixed-precision", "bf16",
+             "--seed", "7", "--resume", "--out", "runs/a b"})
+          .options;
+  pets::train::write_config_file(written, path);
+  const TrainOptions read = parse({"--config", path.c_str()}).options;
+  EXPECT_EQ(read.data, "d.h5");
+  EXPECT_EQ(read.epochs, 3);
+  EXPECT_DOUBLE_EQ(read.max_lr, 0.1);
+  EXPECT_EQ(read.mixed_precision, pets::train::MixedPrecision::kBf16);
+  EXPECT_EQ(read.seed, 7u);
+  EXPECT_TRUE(read.resume);
+  EXPECT_EQ(read.out, "runs/a b");
+  EXPECT_EQ(read.batch_size, 64);
+  EXPECT_EQ(read.config, path);
+  // Re-formatting what was read gives the same file: nothing lost or changed on the way.
+  EXPECT_EQ(pets::train::format_config(read), pets::train::format_config(written));
+
+  const TrainOptions over =
+      parse({"--config", path.c_str(), "--epochs", "9", "--data", "other.h5"}).options;
+  EXPECT_EQ(over.epochs, 9);  // command line beats the file
+  EXPECT_EQ(over.data, "other.h5");
+  EXPECT_DOUBLE_EQ(over.max_lr, 0.1);  // the file beats the default
+  std::remove(path.c_str());
+}
+
+TEST(TrainOptions, ConfigFileIsCommentedAndKeepsEmptyOptionsOut) {
+  const std::string text = pets::train::format_config(TrainOptions{});
+  EXPECT_MENTIONS(text, "# data = \n");        // required but unset: commented out
+  EXPECT_MENTIONS(text, "# pretrained = \n");  // empty default
+  EXPECT_MENTIONS(text, "\nepochs = 5\n");
+  EXPECT_MENTIONS(text, "\nmax-lr = 0.029999999999999999\n");  // exact round trip of the double
+  EXPECT_MENTIONS(text, "\nresume = false\n");
+  EXPECT_EQ(text.find("config ="), std::string::npos);
+}
+
+TEST(TrainOptions, WriteConfigNeedsNoData) {
+  const ParseResult r = parse({"--write-config", "x.cfg", "--epochs", "4"});
+  EXPECT_EQ(r.action, Action::kWriteConfig);
+  EXPECT_EQ(r.options.write_config, "x.cfg");
+  EXPECT_EQ(r.options.epochs, 4);
+}
+
+TEST(TrainOptions, WriteConfigIsAtomic) {
+  const std::string path = temp_path("atomic.cfg");
+  write_file(path, "old");
+  pets::train::write_config_file(TrainOptions{}, path);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), pets::train::format_config(TrainOptions{}));
+  // No temporary file is left beside it.
+  EXPECT_NE(access((path + ".tmp." + std::to_string(::getpid())).c_str(), F_OK), 0);
+  EXPECT_THROW(pets::train::write_config_file(TrainOptions{}, "/nonexistent-dir/x.cfg"),
+               pets::Error);
+  std::remove(path.c_str());
+}
+
+TEST(TrainOptions, ConfigFileErrors) {
+  const std::string path = temp_path("bad.cfg");
+  write_file(path, "epochs = 3\nbogus-key = 1\n");
+  const std::string unknown = usage_error({"--data", "d", "--config", path.c_str()});
+  EXPECT_MENTIONS(unknown, "bogus-key");
+  EXPECT_MENTIONS(unknown, path);
+
+  write_file(path, "config = other.cfg\n");  // not settable from a file
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", path.c_str()}), "config");
+
+  write_file(path, "epochs = 0\n");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", path.c_str()}), "--epochs");
+
+  write_file(path, "max-lr = abc\n");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", path.c_str()}), "max-lr");
+
+  write_file(path, "epochs = 2\nepochs = 3\n");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", path.c_str()}), "epochs");
+  std::remove(path.c_str());
+
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", "/nonexistent/x.cfg"}),
+                  "/nonexistent/x.cfg");
+}
+
+TEST(TrainOptions, DeviceChecksNeedAGpuWhereTheyMust) {
+  TrainOptions o;
+  o.data = "d";
+  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
+  o.mixed_precision = pets::train::MixedPrecision::kFp16;
+  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
+  EXPECT_NO_THROW(pets::train::check_devices(o, 1));
+  o.device = pets::train::DeviceChoice::kCpu;
+  EXPECT_THROW(pets::train::check_devices(o, 1), pets::UsageError);  // fp16 is CUDA only
+  o.mixed_precision = pets::train::MixedPrecision::kBf16;
+  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
+  o.device = pets::train::DeviceChoice::kCuda;
+  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
+  EXPECT_NO_THROW(pets::train::check_devices(o, 2));
+}
+
+}  // namespace
