@@ -1,0 +1,117 @@
+#pragma once
+/// \file
+/// The preprocessed image store: one HDF5 file written by pets_preprocess and read by the
+/// loader. Layout (schema version 1):
+///
+///     /                     attributes: label_names (fixed strings, id order), seed (uint64),
+///                           train_fraction (double), max_side (int32), schema_version (int32),
+///                           tool_version (string)
+///     /train, /eval         pixels  uint8 [total bytes], chunked, all images HWC back to back
+///                           offsets uint64 [n]     first byte of image i in pixels
+///                           shapes  int32 [n, 3]   (height, width, 3)
+///                           labels  int32 [n]      index into label_names
+///                           names   string [n]     source file name
+///     /skipped              compound {name, reason} [m]: files not stored, and why
+///     /warnings             compound {name, reason} [k]: stored files with decoder warnings
+
+#include <hdf5.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pets/data/image.hpp"
+
+namespace pets::data {
+
+/// The schema version this code writes and reads.
+inline constexpr std::int32_t kSchemaVersion = 1;
+
+/// Owns one HDF5 identifier (file, group, dataset, dataspace, datatype, property list or
+/// attribute) and closes it with the matching H5?close. Move-only.
+class H5Id {
+ public:
+  H5Id() = default;
+  /// Takes ownership; a negative id (a failed call) is kept as "empty".
+  explicit H5Id(hid_t id) : id_(id) {}
+  ~H5Id() { reset(); }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  H5Id(H5Id&& other) noexcept : id_(other.release()) {}
+  H5Id& operator=(H5Id&& other) noexcept;
+
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  /// Gives up ownership without closing.
+  hid_t release();
+  /// Closes now (errors ignored: a destructor cannot report them; use close() for files).
+  void reset();
+  /// Closes and throws pets::Error with the HDF5 error stack when closing fails.
+  void close();
+
+ private:
+  hid_t id_ = -1;
+};
+
+/// Which half of the data set.
+enum class SplitKind { kTrain, kEval };
+
+/// "train" or "eval" (the group names).
+const char* split_name(SplitKind kind);
+
+/// The per-image index of one split, read into memory when a store is opened.
+struct SplitIndex {
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::array<std::int32_t, 3>> shapes;
+  std::vector<std::int32_t> labels;
+  std::vector<std::string> names;
+  std::uint64_t pixel_bytes = 0;
+  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+};
+
+/// A (name, reason) row of the skipped and warnings tables.
+using NameReason = std::pair<std::string, std::string>;
+
+/// Read-only access to a store file. Opening validates the whole schema (every dataset's
+/// rank, shape and type class, the schema version, offsets inside pixels, label range) and
+/// throws pets::UsageError naming the file and the problem. read_image is thread-safe: the
+/// HDF5 library is not, so all calls into it are serialised.
+class Store {
+ public:
+  explicit Store(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& label_names() const { return label_names_; }
+  const SplitIndex& split(SplitKind kind) const {
+    return kind == SplitKind::kTrain ? train_ : eval_;
+  }
+  std::uint64_t seed() const { return seed_; }
+  double train_fraction() const { return train_fraction_; }
+  const std::string& tool_version() const { return tool_version_; }
+  const std::vector<NameReason>& skipped() const { return skipped_; }
+  const std::vector<NameReason>& warnings() const { return warnings_; }
+
+  /// Reads image i of a split with one hyperslab read of its bytes.
+  Image read_image(SplitKind kind, std::int64_t i) const;
+
+ private:
+  std::string path_;
+  H5Id file_;
+  H5Id train_pixels_;
+  H5Id eval_pixels_;
+  std::vector<std::string> label_names_;
+  SplitIndex train_;
+  SplitIndex eval_;
+  std::uint64_t seed_ = 0;
+  double train_fraction_ = 0.0;
+  std::string tool_version_;
+  std::vector<NameReason> skipped_;
+  std::vector<NameReason> warnings_;
+};
+
+}  // namespace pets::data

@@ -1,0 +1,39 @@
+#pragma once
+/// \file
+/// File names to labels, as the Python pipeline does: only names ending in `.jpg`
+/// (case-sensitive) are images, and the label is group 1 of `^(.*)_\d+\.jpg$` on the base name.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pets::data {
+
+/// True when the name ends in exactly ".jpg" (".JPG" and ".jpeg" do not count).
+bool has_jpg_extension(std::string_view name);
+
+/// The label of a base file name, or nothing when it does not match `^(.*)_\d+\.jpg$`.
+/// "great_pyrenees_12.jpg" -> "great_pyrenees"; "a_1_2.jpg" -> "a_1" (greedy group).
+std::optional<std::string> label_from_filename(std::string_view base_name);
+
+/// The distinct labels in byte order (Python's `sorted` on these ASCII names); a label's id is
+/// its index here.
+std::vector<std::string> sorted_labels(const std::vector<std::string>& labels);
+
+/// Index of `label` in `sorted` (a sorted_labels result); throws when absent.
+std::int32_t label_id(const std::vector<std::string>& sorted, const std::string& label);
+
+/// Which images go to training and which to evaluation.
+struct Split {
+  std::vector<std::int64_t> train;  ///< indices into the usable images, ascending
+  std::vector<std::int64_t> eval;   ///< the rest, ascending; disjoint from train
+};
+
+/// Seeded split of n usable images: a permutation of 0..n-1, the first floor(n * train_fraction)
+/// entries are train, the rest eval. Depends only on (n, seed, train_fraction). Each part is
+/// returned sorted so that storage order follows the (sorted) file names.
+Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction);
+
+}  // namespace pets::data

@@ -1,0 +1,100 @@
+#pragma once
+/// \file
+/// The per-rank data loader over an image store. Free of LibTorch on purpose (its headers cost
+/// ~25 s per file to compile): a Batch is plain vectors that the trainer wraps with
+/// torch::from_blob.
+///
+/// Sharding: an epoch's global order (train: a permutation seeded by (seed, epoch); eval: store
+/// order) is cut into global steps of batch_size * world images; inside a step rank r takes the
+/// r-th share (batch_size each; the last step's remainder is split as evenly as possible). So
+/// every image is used exactly once per epoch across ranks, no padding, and every rank has the
+/// same number of steps (the last batch may be partial, and empty on some ranks when fewer
+/// images than ranks remain: a trainer must weight its gradient by n).
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pets/data/h5store.hpp"
+
+namespace pets::data {
+
+/// Loader settings.
+struct LoaderOptions {
+  std::string path;               ///< the HDF5 store
+  int rank = 0;
+  int world = 1;
+  std::int64_t train_batch = 64;  ///< per rank, as the Python pipeline
+  std::int64_t eval_batch = 128;  ///< per rank
+  int image_size = 224;
+  std::uint64_t seed = 42;
+  int workers = 2;                ///< decode/augment threads
+  int prefetch = 4;               ///< batches ready ahead of the consumer (bounded queue)
+};
+
+/// One batch: normalised float pixels in NCHW order plus labels.
+struct Batch {
+  std::vector<float> pixels;          ///< n * 3 * h * w
+  std::vector<std::int64_t> labels;   ///< n
+  std::vector<std::int64_t> indices;  ///< n, image indices within the split (for checks)
+  std::int64_t n = 0;
+  int h = 0;
+  int w = 0;
+  std::int64_t step = 0;              ///< index of the batch in the epoch
+};
+
+/// Reads, augments and batches this rank's share of a store, ahead of the consumer.
+class Loader {
+ public:
+  /// Opens and validates the store (pets::UsageError naming the file on a bad one).
+  explicit Loader(LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  const Store& store() const { return *store_; }
+  const LoaderOptions& options() const { return options_; }
+  std::int64_t num_classes() const { return static_cast<std::int64_t>(store_->label_names().size()); }
+
+  /// Steps in one epoch of a split: the same on every rank.
+  std::int64_t steps_per_epoch(SplitKind kind) const;
+  /// This rank's images of a step, in order (split indices).
+  std::vector<std::int64_t> step_indices(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
+
+  /// Starts producing an epoch's batches on the worker threads (stops a running one).
+  void start_epoch(SplitKind kind, std::int64_t epoch);
+  /// The next batch of the running epoch in order, or nothing at its end. Rethrows a worker's
+  /// error.
+  std::optional<Batch> next();
+
+  /// Builds one batch synchronously (what a worker does).
+  Batch make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
+
+ private:
+  void stop();
+  void worker_loop();
+
+  LoaderOptions options_;
+  std::unique_ptr<Store> store_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  SplitKind kind_ = SplitKind::kTrain;
+  std::int64_t epoch_ = 0;
+  std::int64_t total_steps_ = 0;
+  std::int64_t next_to_build_ = 0;
+  std::int64_t next_to_deliver_ = 0;
+  bool stopping_ = false;
+  std::map<std::int64_t, Batch> ready_;
+  std::map<std::int64_t, std::exception_ptr> failed_;
+};
+
+}  // namespace pets::data

@@ -1,0 +1,41 @@
+#include "pets/data/checks.hpp"
+
+#include "pets/util/error.hpp"
+
+namespace pets::data {
+
+void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+herr_t collect_error(unsigned /*n*/, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  if (!out->empty()) *out += "; ";
+  char major[128] = {0};
+  char minor[128] = {0};
+  H5Eget_msg(err->maj_num, nullptr, major, sizeof(major));
+  H5Eget_msg(err->min_num, nullptr, minor, sizeof(minor));
+  *out += std::string(err->func_name ? err->func_name : "?") + ": " + major + ": " + minor;
+  if (err->desc && *err->desc) *out += " (" + std::string(err->desc) + ")";
+  return 0;
+}
+}  // namespace
+
+std::string hdf5_error_stack() {
+  std::string text;
+  // Walking upward puts the caller-facing API frame first and the root cause last.
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_error, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text.empty() ? std::string("no HDF5 error stack") : text;
+}
+
+void throw_h5_error(const char* call, const char* file, int line) {
+  throw_error(std::string(call) + " failed: " + hdf5_error_stack(), file, line);
+}
+
+void throw_tj_error(tjhandle handle, const char* call, const char* file, int line) {
+  const char* text = tjGetErrorStr2(handle);
+  throw_error(std::string(call) + " failed: " + (text ? text : "unknown TurboJPEG error"), file,
+              line);
+}
+
+}  // namespace pets::data

@@ -1,0 +1,297 @@
+#include "pets/data/h5store.hpp"
+
+#include <mutex>
+
+#include "pets/data/checks.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::data {
+
+namespace {
+/// The HDF5 library of a parallel build is not thread-safe: one lock for every call.
+std::mutex& h5_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+H5Id& H5Id::operator=(H5Id&& other) noexcept {
+  if (this != &other) {
+    reset();
+    id_ = other.release();
+  }
+  return *this;
+}
+
+hid_t H5Id::release() {
+  const hid_t id = id_;
+  id_ = -1;
+  return id;
+}
+
+namespace {
+herr_t close_id(hid_t id) {
+  switch (H5Iget_type(id)) {
+    case H5I_FILE: return H5Fclose(id);
+    case H5I_GROUP: return H5Gclose(id);
+    case H5I_DATASET: return H5Dclose(id);
+    case H5I_DATASPACE: return H5Sclose(id);
+    case H5I_DATATYPE: return H5Tclose(id);
+    case H5I_GENPROP_LST: return H5Pclose(id);
+    case H5I_ATTR: return H5Aclose(id);
+    default: return H5Idec_ref(id) < 0 ? -1 : 0;
+  }
+}
+}  // namespace
+
+void H5Id::reset() {
+  if (id_ >= 0) {
+    if (close_id(id_) < 0) H5Eclear2(H5E_DEFAULT);
+    id_ = -1;
+  }
+}
+
+void H5Id::close() {
+  if (id_ < 0) return;
+  const hid_t id = release();
+  if (close_id(id) < 0) PETS_ERROR("closing an HDF5 object failed: " + hdf5_error_stack());
+}
+
+const char* split_name(SplitKind kind) { return kind == SplitKind::kTrain ? "train" : "eval"; }
+
+namespace {
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw UsageError("invalid image store " + path + ": " + what);
+}
+
+std::vector<hsize_t> dims_of(hid_t dataset_or_attr, bool attr) {
+  H5Id space(attr ? H5Aget_space(dataset_or_attr) : H5Dget_space(dataset_or_attr));
+  if (!space.valid()) return {};
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+std::string dims_text(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+/// Reads a fixed-length string dataset or attribute into strings.
+std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool attr,
+                                      const std::string& what) {
+  H5Id type(attr ? H5Aget_type(obj) : H5Dget_type(obj));
+  if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0)
+    bad(path, what + " is not a fixed-length string array");
+  const std::vector<hsize_t> dims = dims_of(obj, attr);
+  if (dims.size() > 1) bad(path, what + " has rank " + std::to_string(dims.size()) + ", expected 1");
+  const std::size_t n = dims.empty() ? 1 : dims[0];
+  const std::size_t len = H5Tget_size(type.get());
+  std::vector<char> buf(n * len + 1, 0);
+  const herr_t rc = attr ? H5Aread(obj, type.get(), buf.data())
+                         : H5Dread(obj, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
+  if (rc < 0) bad(path, "cannot read " + what + ": " + hdf5_error_stack());
+  std::vector<std::string> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const char* s = buf.data() + i * len;
+    std::size_t l = 0;
+    while (l < len && s[l] != '\0') ++l;
+    out[i].assign(s, l);
+  }
+  return out;
+}
+
+H5Id open_attr(const std::string& path, hid_t file, const char* name) {
+  if (H5Aexists(file, name) <= 0) bad(path, std::string("root attribute '") + name + "' is missing");
+  H5Id a(H5Aopen(file, name, H5P_DEFAULT));
+  if (!a.valid()) bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_error_stack());
+  return a;
+}
+
+template <typename T>
+T read_scalar_attr(const std::string& path, hid_t file, const char* name, hid_t mem_type,
+                   H5T_class_t cls) {
+  H5Id a = open_attr(path, file, name);
+  H5Id type(H5Aget_type(a.get()));
+  if (H5Tget_class(type.get()) != cls)
+    bad(path, std::string("attribute '") + name + "' has the wrong type class");
+  const std::vector<hsize_t> dims = dims_of(a.get(), true);
+  if (!(dims.empty() || (dims.size() == 1 && dims[0] == 1)))
+    bad(path, std::string("attribute '") + name + "' is not a scalar");
+  T value{};
+  if (H5Aread(a.get(), mem_type, &value) < 0)
+    bad(path, std::string("cannot read attribute '") + name + "': " + hdf5_error_stack());
+  return value;
+}
+
+/// Opens a dataset and checks its type class, element size (0: any), signedness and rank.
+H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname, const char* name,
+                  H5T_class_t cls, std::size_t size, int rank, std::vector<hsize_t>& dims) {
+  const std::string what = "/" + gname + "/" + name;
+  if (H5Lexists(group, name, H5P_DEFAULT) <= 0) bad(path, "dataset " + what + " is missing");
+  H5Id d(H5Dopen2(group, name, H5P_DEFAULT));
+  if (!d.valid()) bad(path, "cannot open dataset " + what + ": " + hdf5_error_stack());
+  H5Id type(H5Dget_type(d.get()));
+  if (H5Tget_class(type.get()) != cls || (size != 0 && H5Tget_size(type.get()) != size))
+    bad(path, "dataset " + what + " has the wrong type (expected " +
+                  (cls == H5T_INTEGER ? std::to_string(size * 8) + "-bit integer" : "string") + ")");
+  dims = dims_of(d.get(), false);
+  if (static_cast<int>(dims.size()) != rank)
+    bad(path, "dataset " + what + " has shape " + dims_text(dims) + ", expected rank " +
+                  std::to_string(rank));
+  return d;
+}
+
+template <typename T>
+std::vector<T> read_all(const std::string& path, hid_t d, hid_t mem_type, std::size_t count,
+                        const std::string& what) {
+  std::vector<T> v(count);
+  if (count > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    bad(path, "cannot read " + what + ": " + hdf5_error_stack());
+  return v;
+}
+
+std::vector<NameReason> read_table(const std::string& path, hid_t file, const char* name) {
+  std::vector<NameReason> rows;
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) bad(path, std::string("table /") + name + " is missing");
+  H5Id d(H5Dopen2(file, name, H5P_DEFAULT));
+  H5Id type(H5Dget_type(d.get()));
+  if (!d.valid() || H5Tget_class(type.get()) != H5T_COMPOUND || H5Tget_nmembers(type.get()) != 2)
+    bad(path, std::string("table /") + name + " is not a (name, reason) compound dataset");
+  const std::vector<hsize_t> dims = dims_of(d.get(), false);
+  if (dims.size() != 1) bad(path, std::string("table /") + name + " is not one-dimensional");
+  const std::size_t row = H5Tget_size(type.get());
+  std::vector<char> buf(dims[0] * row + 1, 0);
+  if (dims[0] > 0 && H5Dread(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
+    bad(path, std::string("cannot read /") + name + ": " + hdf5_error_stack());
+  std::size_t off[2], len[2];
+  for (unsigned m = 0; m < 2; ++m) {
+    off[m] = H5Tget_member_offset(type.get(), m);
+    H5Id mt(H5Tget_member_type(type.get(), m));
+    if (H5Tget_class(mt.get()) != H5T_STRING || H5Tis_variable_str(mt.get()) != 0)
+      bad(path, std::string("table /") + name + " members are not fixed-length strings");
+    len[m] = H5Tget_size(mt.get());
+  }
+  for (hsize_t i = 0; i < dims[0]; ++i) {
+    std::string f[2];
+    for (int m = 0; m < 2; ++m) {
+      const char* s = buf.data() + i * row + off[m];
+      std::size_t l = 0;
+      while (l < len[m] && s[l] != '\0') ++l;
+      f[m].assign(s, l);
+    }
+    rows.emplace_back(f[0], f[1]);
+  }
+  return rows;
+}
+
+}  // namespace
+
+Store::Store(const std::string& path) : path_(path) {
+  std::lock_guard<std::mutex> lock(h5_mutex());
+  silence_hdf5_errors();
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    const std::string stack = hdf5_error_stack();
+    throw UsageError("cannot open image store " + path +
+                     ": not an HDF5 file, or truncated / unreadable (" + stack + ")");
+  }
+  file_ = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file_.valid())
+    throw UsageError("cannot open image store " + path + ": " + hdf5_error_stack());
+  const hid_t f = file_.get();
+  const auto version =
+      read_scalar_attr<std::int32_t>(path, f, "schema_version", H5T_NATIVE_INT32, H5T_INTEGER);
+  if (version != kSchemaVersion)
+    bad(path, "schema_version is " + std::to_string(version) + ", this program reads " +
+                  std::to_string(kSchemaVersion));
+  {
+    H5Id a = open_attr(path, f, "label_names");
+    label_names_ = read_strings(path, a.get(), true, "attribute label_names");
+  }
+  if (label_names_.empty()) bad(path, "label_names is empty");
+  seed_ = read_scalar_attr<std::uint64_t>(path, f, "seed", H5T_NATIVE_UINT64, H5T_INTEGER);
+  train_fraction_ =
+      read_scalar_attr<double>(path, f, "train_fraction", H5T_NATIVE_DOUBLE, H5T_FLOAT);
+  {
+    H5Id a = open_attr(path, f, "tool_version");
+    tool_version_ = read_strings(path, a.get(), true, "attribute tool_version").at(0);
+  }
+  for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
+    const std::string g = split_name(kind);
+    if (H5Lexists(f, g.c_str(), H5P_DEFAULT) <= 0) bad(path, "group /" + g + " is missing");
+    H5Id group(H5Gopen2(f, g.c_str(), H5P_DEFAULT));
+    if (!group.valid()) bad(path, "/" + g + " is not a group");
+    SplitIndex& s = kind == SplitKind::kTrain ? train_ : eval_;
+    std::vector<hsize_t> dp, doff, dsh, dlab, dnam;
+    H5Id pixels = open_dataset(path, group.get(), g, "pixels", H5T_INTEGER, 1, 1, dp);
+    H5Id offsets = open_dataset(path, group.get(), g, "offsets", H5T_INTEGER, 8, 1, doff);
+    H5Id shapes = open_dataset(path, group.get(), g, "shapes", H5T_INTEGER, 4, 2, dsh);
+    H5Id labels = open_dataset(path, group.get(), g, "labels", H5T_INTEGER, 4, 1, dlab);
+    H5Id names = open_dataset(path, group.get(), g, "names", H5T_STRING, 0, 1, dnam);
+    const hsize_t n = dlab[0];
+    if (doff[0] != n || dsh[0] != n || dsh[1] != 3 || dnam[0] != n)
+      bad(path, "/" + g + " datasets disagree on the image count: labels " + dims_text(dlab) +
+                    ", offsets " + dims_text(doff) + ", shapes " + dims_text(dsh) +
+                    " (expected [n, 3]), names " + dims_text(dnam));
+    s.pixel_bytes = dp[0];
+    s.offsets = read_all<std::uint64_t>(path, offsets.get(), H5T_NATIVE_UINT64, n, "/" + g + "/offsets");
+    std::vector<std::int32_t> flat =
+        read_all<std::int32_t>(path, shapes.get(), H5T_NATIVE_INT32, n * 3, "/" + g + "/shapes");
+    s.labels = read_all<std::int32_t>(path, labels.get(), H5T_NATIVE_INT32, n, "/" + g + "/labels");
+    s.names = read_strings(path, names.get(), false, "/" + g + "/names");
+    s.shapes.resize(n);
+    for (hsize_t i = 0; i < n; ++i) {
+      const std::int32_t h = flat[i * 3], w = flat[i * 3 + 1], c = flat[i * 3 + 2];
+      const std::string at = "/" + g + " image " + std::to_string(i);
+      if (h <= 0 || w <= 0 || c != 3)
+        bad(path, at + " has shape (" + std::to_string(h) + ", " + std::to_string(w) + ", " +
+                      std::to_string(c) + "), expected (h > 0, w > 0, 3)");
+      const std::uint64_t bytes = static_cast<std::uint64_t>(h) * w * 3;
+      if (s.offsets[i] > s.pixel_bytes || bytes > s.pixel_bytes - s.offsets[i])
+        bad(path, at + " lies outside /" + g + "/pixels (offset " + std::to_string(s.offsets[i]) +
+                      ", " + std::to_string(bytes) + " bytes, dataset holds " +
+                      std::to_string(s.pixel_bytes) + ")");
+      if (s.labels[i] < 0 || s.labels[i] >= static_cast<std::int32_t>(label_names_.size()))
+        bad(path, at + " has label " + std::to_string(s.labels[i]) + ", outside [0, " +
+                      std::to_string(label_names_.size()) + ")");
+      s.shapes[i] = {h, w, c};
+    }
+    (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_) = std::move(pixels);
+  }
+  skipped_ = read_table(path, f, "skipped");
+  warnings_ = read_table(path, f, "warnings");
+}
+
+Store::~Store() {
+  std::lock_guard<std::mutex> lock(h5_mutex());
+  train_pixels_.reset();
+  eval_pixels_.reset();
+  file_.reset();
+}
+
+Image Store::read_image(SplitKind kind, std::int64_t i) const {
+  const SplitIndex& s = split(kind);
+  PETS_CHECK(i >= 0 && i < s.size(), "image index out of range");
+  const auto& shape = s.shapes[static_cast<std::size_t>(i)];
+  Image img;
+  img.height = shape[0];
+  img.width = shape[1];
+  img.pixels.resize(static_cast<std::size_t>(shape[0]) * shape[1] * 3);
+  std::lock_guard<std::mutex> lock(h5_mutex());
+  const hid_t d = (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_).get();
+  H5Id file_space(PETS_H5_CHECK(H5Dget_space(d)));
+  const hsize_t start = s.offsets[static_cast<std::size_t>(i)];
+  const hsize_t count = img.pixels.size();
+  PETS_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
+  H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+  if (H5Dread(d, H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), H5P_DEFAULT,
+              img.pixels.data()) < 0)
+    throw UsageError("cannot read image " + std::to_string(i) + " of /" + split_name(kind) +
+                     "/pixels in " + path_ + ": " + hdf5_error_stack());
+  return img;
+}
+
+}  // namespace pets::data

@@ -1,0 +1,56 @@
+#include "pets/data/labels.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pets/data/rng.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::data {
+
+bool has_jpg_extension(std::string_view name) {
+  constexpr std::string_view kExt = ".jpg";
+  return name.size() >= kExt.size() && name.substr(name.size() - kExt.size()) == kExt;
+}
+
+std::optional<std::string> label_from_filename(std::string_view name) {
+  if (!has_jpg_extension(name)) return std::nullopt;
+  std::string_view stem = name.substr(0, name.size() - 4);
+  std::size_t end = stem.size();
+  std::size_t digits_begin = end;
+  while (digits_begin > 0 && stem[digits_begin - 1] >= '0' && stem[digits_begin - 1] <= '9')
+    --digits_begin;
+  if (digits_begin == end) return std::nullopt;  // no number
+  if (digits_begin == 0 || stem[digits_begin - 1] != '_') return std::nullopt;
+  // `(.*)` is greedy, so the group ends at the underscore before the last run of digits.
+  return std::string(stem.substr(0, digits_begin - 1));
+}
+
+std::vector<std::string> sorted_labels(const std::vector<std::string>& labels) {
+  std::vector<std::string> out(labels);
+  std::sort(out.begin(), out.end());  // std::string compares bytes as unsigned char
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::int32_t label_id(const std::vector<std::string>& sorted, const std::string& label) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), label);
+  PETS_CHECK(it != sorted.end() && *it == label, "unknown label '" + label + "'");
+  return static_cast<std::int32_t>(it - sorted.begin());
+}
+
+Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction) {
+  PETS_CHECK(n >= 0, "split_indices: negative count");
+  PETS_CHECK(train_fraction >= 0.0 && train_fraction <= 1.0,
+             "split_indices: train_fraction must be in [0, 1]");
+  const std::vector<std::int64_t> perm = permutation(n, mix_seed({seed, 0x53504C4954ULL}));
+  const auto cut = static_cast<std::int64_t>(std::floor(static_cast<double>(n) * train_fraction));
+  Split split;
+  split.train.assign(perm.begin(), perm.begin() + cut);
+  split.eval.assign(perm.begin() + cut, perm.end());
+  std::sort(split.train.begin(), split.train.end());
+  std::sort(split.eval.begin(), split.eval.end());
+  return split;
+}
+
+}  // namespace pets::data

@@ -1,0 +1,151 @@
+// Runs under mpiexec -n 2.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "data_test_util.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/data/preprocess.hpp"
+#include "pets/data/synth.hpp"
+
+using namespace pets::data;
+namespace fs = std::filesystem;
+
+namespace {
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+/// One folder for the whole executable: made by rank 0, shared path on every rank.
+const std::string& shared_dir() {
+  static std::string dir = [] {
+    long long pid = world_rank() == 0 ? static_cast<long long>(getpid()) : 0;
+    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    const std::string d = std::string(PETS_BINARY_DIR) + "/tests/data/scratch/mpi_" + std::to_string(pid);
+    if (world_rank() == 0) {
+      fs::remove_all(d);
+      fs::create_directories(d);
+      SynthOptions so;
+      so.out_dir = d + "/images";
+      so.classes = 6;
+      so.per_class = 5;
+      so.quirks = true;
+      write_synthetic_dataset(so);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return d;
+  }();
+  return dir;
+}
+
+std::vector<std::int64_t> allgather_indices(const std::vector<std::int64_t>& mine) {
+  const int size = world_size();
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(size), displs(size);
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[r] = total;
+    total += counts[r];
+  }
+  std::vector<std::int64_t> all(total);
+  MPI_Allgatherv(mine.data(), n, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T,
+                 MPI_COMM_WORLD);
+  return all;
+}
+}  // namespace
+
+TEST(PreprocessMpi, TwoRanksWriteTheSameStoreAsOne) {
+  ASSERT_EQ(world_size(), 2);
+  const std::string d = shared_dir();
+  PreprocessOptions po;
+  po.images_dir = d + "/images";
+  po.out = d + "/np2.h5";
+  const PreprocessSummary s2 = run_preprocess(po, MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    po.out = d + "/np1.h5";
+    const PreprocessSummary s1 = run_preprocess(po, MPI_COMM_SELF);
+    EXPECT_EQ(s1.line(), s2.line());
+    const Store a(d + "/np1.h5"), b(d + "/np2.h5");
+    EXPECT_EQ(a.label_names(), b.label_names());
+    EXPECT_EQ(a.skipped(), b.skipped());
+    EXPECT_EQ(a.warnings(), b.warnings());
+    for (SplitKind k : {SplitKind::kTrain, SplitKind::kEval}) {
+      const SplitIndex &x = a.split(k), &y = b.split(k);
+      ASSERT_EQ(x.size(), y.size());
+      EXPECT_EQ(x.names, y.names);
+      EXPECT_EQ(x.labels, y.labels);
+      EXPECT_EQ(x.offsets, y.offsets);
+      EXPECT_EQ(x.shapes, y.shapes);
+      for (std::int64_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(a.read_image(k, i).pixels, b.read_image(k, i).pixels) << split_name(k) << " " << i;
+    }
+    // Disjoint split covering every stored image.
+    std::set<std::string> names(a.split(SplitKind::kTrain).names.begin(), a.split(SplitKind::kTrain).names.end());
+    for (const auto& n : a.split(SplitKind::kEval).names) EXPECT_TRUE(names.insert(n).second) << n;
+    EXPECT_EQ(static_cast<std::int64_t>(names.size()), s1.stored);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
+  const std::string d = shared_dir();
+  const std::string store = d + "/loader.h5";
+  PreprocessOptions po;
+  po.images_dir = d + "/images";
+  po.out = store;
+  po.max_side = 64;
+  run_preprocess(po, MPI_COMM_WORLD);
+  LoaderOptions o;
+  o.path = store;
+  o.rank = world_rank();
+  o.world = world_size();
+  o.train_batch = 4;
+  o.eval_batch = 3;
+  o.image_size = 24;
+  Loader loader(o);
+  for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
+    const std::int64_t n = loader.store().split(kind).size();
+    std::vector<std::vector<std::int64_t>> orders;
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      std::vector<std::int64_t> mine;
+      std::int64_t steps = 0;
+      loader.start_epoch(kind, epoch);
+      while (auto b = loader.next()) {
+        ++steps;
+        EXPECT_LE(b->n, kind == SplitKind::kTrain ? 4 : 3);
+        mine.insert(mine.end(), b->indices.begin(), b->indices.end());
+      }
+      // Same step count on every rank (collective training steps stay matched).
+      long long s = steps, smax = 0, smin = 0;
+      MPI_Allreduce(&s, &smax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(&s, &smin, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+      EXPECT_EQ(smax, smin);
+      EXPECT_EQ(steps, loader.steps_per_epoch(kind));
+      std::vector<std::int64_t> all = allgather_indices(mine);
+      orders.push_back(all);
+      std::vector<std::int64_t> sorted = all;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<std::int64_t> want(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) want[i] = i;
+      EXPECT_EQ(sorted, want) << split_name(kind) << " epoch " << epoch;
+    }
+    if (kind == SplitKind::kTrain) EXPECT_NE(orders[0], orders[1]) << "epoch must reshuffle";
+    else EXPECT_EQ(orders[0], orders[1]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) fs::remove_all(d);
+}

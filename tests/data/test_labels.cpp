@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "pets/util/error.hpp"
+#include "pets/data/labels.hpp"
+#include "pets/data/synth.hpp"
+
+using namespace pets::data;
+
+TEST(Labels, ExtractsGroupOneOfThePythonPattern) {
+  EXPECT_EQ(label_from_filename("great_pyrenees_12.jpg").value(), "great_pyrenees");
+  EXPECT_EQ(label_from_filename("Abyssinian_1.jpg").value(), "Abyssinian");
+  EXPECT_EQ(label_from_filename("american_pit_bull_terrier_190.jpg").value(),
+            "american_pit_bull_terrier");
+  // (.*) is greedy: digits inside the name stay in the label.
+  EXPECT_EQ(label_from_filename("a_1_2.jpg").value(), "a_1");
+  EXPECT_EQ(label_from_filename("cat2_7.jpg").value(), "cat2");
+  EXPECT_EQ(label_from_filename("_5.jpg").value(), "");
+}
+
+TEST(Labels, RejectsNamesThatDoNotMatch) {
+  EXPECT_FALSE(label_from_filename("samoyed.jpg"));       // no number
+  EXPECT_FALSE(label_from_filename("samoyed_.jpg"));      // empty number
+  EXPECT_FALSE(label_from_filename("samoyed12.jpg"));     // no underscore
+  EXPECT_FALSE(label_from_filename("samoyed_1a.jpg"));
+  EXPECT_FALSE(label_from_filename("Persian_3.JPG"));     // case-sensitive extension
+  EXPECT_FALSE(label_from_filename("Persian_3.jpeg"));
+  EXPECT_FALSE(label_from_filename("Persian_3.mat"));
+  EXPECT_FALSE(label_from_filename("Persian_3.jpg.bak"));
+  EXPECT_TRUE(has_jpg_extension("x.jpg"));
+  EXPECT_FALSE(has_jpg_extension("x.JPG"));
+  EXPECT_FALSE(has_jpg_extension("jpg"));
+}
+
+TEST(Labels, SortedOrderIsPythonSorted) {
+  // Python: sorted({"beagle", "Bengal", "Abyssinian", "american_bulldog", "Sphynx",
+  // "basset_hound", "beagle"}) -> upper case first (byte order).
+  const std::vector<std::string> got = sorted_labels(
+      {"beagle", "Bengal", "Abyssinian", "american_bulldog", "Sphynx", "basset_hound", "beagle"});
+  const std::vector<std::string> want = {"Abyssinian", "Bengal", "Sphynx", "american_bulldog",
+                                         "basset_hound", "beagle"};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(label_id(got, "Sphynx"), 2);
+  EXPECT_THROW(label_id(got, "unicorn"), pets::Error);
+}
+
+TEST(Labels, BreedListHasTheRealNamesAndCasing) {
+  const auto& b = pet_breeds();
+  ASSERT_EQ(b.size(), 37u);
+  EXPECT_EQ(sorted_labels(b), b);
+  EXPECT_EQ(std::count_if(b.begin(), b.end(), [](const std::string& s) { return s[0] < 'a'; }), 12);
+  EXPECT_EQ(b[4], "British_Shorthair");
+  EXPECT_EQ(b[13], "american_pit_bull_terrier");
+  EXPECT_EQ(b[36], "yorkshire_terrier");
+}
+
+TEST(Split, DeterministicDisjointAndComplete) {
+  const Split a = split_indices(101, 42, 0.8);
+  const Split b = split_indices(101, 42, 0.8);
+  EXPECT_EQ(a.train, b.train);
+  EXPECT_EQ(a.eval, b.eval);
+  EXPECT_EQ(a.train.size(), 80u);  // floor(101 * 0.8), as int() in Python
+  EXPECT_EQ(a.eval.size(), 21u);
+  std::set<std::int64_t> all(a.train.begin(), a.train.end());
+  for (auto e : a.eval) EXPECT_TRUE(all.insert(e).second) << "index in both parts: " << e;
+  EXPECT_EQ(all.size(), 101u);
+  EXPECT_EQ(*all.begin(), 0);
+  EXPECT_EQ(*all.rbegin(), 100);
+  EXPECT_TRUE(std::is_sorted(a.train.begin(), a.train.end()));
+  const Split c = split_indices(101, 43, 0.8);
+  EXPECT_NE(a.eval, c.eval) << "the seed must matter";
+}
+
+TEST(Split, PinnedForSeed42) {
+  // Regression pin: the split is part of the file format's meaning (rank count plays no part).
+  const Split s = split_indices(10, 42, 0.7);
+  ASSERT_EQ(s.eval.size(), 3u);
+  EXPECT_EQ(s.eval, (std::vector<std::int64_t>{2, 4, 9}));
+  EXPECT_EQ(s.train, (std::vector<std::int64_t>{0, 1, 3, 5, 6, 7, 8}));
+}
+
+TEST(Split, EdgeFractions) {
+  EXPECT_EQ(split_indices(5, 1, 1.0).eval.size(), 0u);
+  EXPECT_EQ(split_indices(5, 1, 0.0).train.size(), 0u);
+  EXPECT_THROW(split_indices(5, 1, 1.5), pets::Error);
+}

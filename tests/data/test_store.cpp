@@ -1,0 +1,269 @@
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "data_test_util.hpp"
+#include "pets/data/checks.hpp"
+#include "pets/data/labels.hpp"
+#include "pets/util/error.hpp"
+#include "pets/data/decode.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/data/preprocess.hpp"
+#include "pets/data/synth.hpp"
+
+using namespace pets::data;
+using pets::data::testing::ScratchDir;
+namespace fs = std::filesystem;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string usage_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const pets::UsageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("WRONG EXCEPTION TYPE: ") + e.what();
+  }
+  return "NO ERROR";
+}
+}  // namespace
+
+TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
+  ScratchDir dir("quirks");
+  SynthOptions so;
+  so.out_dir = dir / "images";
+  so.per_class = 1;
+  so.quirks = true;
+  ASSERT_EQ(write_synthetic_dataset(so), 37 + 16);
+  PreprocessOptions po;
+  po.images_dir = so.out_dir;
+  po.out = dir / "pets.h5";
+  const PreprocessSummary sum = run_preprocess(po, MPI_COMM_WORLD);
+  EXPECT_EQ(sum.stored, 37 + 8);
+  EXPECT_TRUE(contains(sum.line(), "45 stored, 7 skipped: ")) << sum.line();
+
+  const Store store(po.out);
+  EXPECT_EQ(store.label_names(), pet_breeds());
+  std::map<std::string, std::array<std::int32_t, 3>> stored;
+  for (SplitKind k : {SplitKind::kTrain, SplitKind::kEval}) {
+    const SplitIndex& s = store.split(k);
+    for (std::int64_t i = 0; i < s.size(); ++i) stored[s.names[i]] = s.shapes[i];
+  }
+  EXPECT_EQ(static_cast<std::int64_t>(stored.size()), sum.stored);
+  std::map<std::string, std::string> skipped(store.skipped().begin(), store.skipped().end());
+  std::map<std::string, std::string> warned(store.warnings().begin(), store.warnings().end());
+  for (const QuirkFile& q : quirk_files()) {
+    if (q.stored) {
+      EXPECT_TRUE(stored.count(q.name)) << q.name << " should be stored: " << skipped[q.name];
+      if (!q.reason.empty()) {
+        EXPECT_TRUE(contains(warned[q.name], q.reason)) << q.name;
+      }
+    } else {
+      ASSERT_TRUE(skipped.count(q.name)) << q.name << " should be skipped";
+      EXPECT_TRUE(contains(skipped[q.name], q.reason)) << q.name << ": " << skipped[q.name];
+    }
+  }
+  EXPECT_EQ(skipped.size(), 7u);
+  const auto big = stored.at("newfoundland_1012.jpg");
+  EXPECT_EQ(big[0], 384);  // 3000 x 4000 fitted to --max-side 512
+  EXPECT_EQ(big[1], 512);
+  const auto tiny = stored.at("pomeranian_1013.jpg");
+  EXPECT_EQ(tiny[0], 5);
+  EXPECT_EQ(tiny[1], 7);
+  EXPECT_FALSE(stored.count("Sphynx_1014.jpg")) << "sub-folders are not searched";
+  EXPECT_EQ(store.seed(), 42u);
+  EXPECT_DOUBLE_EQ(store.train_fraction(), 0.8);
+  EXPECT_TRUE(contains(store.tool_version(), "pets_preprocess"));
+  EXPECT_EQ(store.split(SplitKind::kTrain).size(), 36);  // floor(45 * 0.8)
+
+  // The stored pixels are the decoded file.
+  const SplitIndex& tr = store.split(SplitKind::kTrain);
+  Decoder d;
+  DecodeOptions dopt;
+  dopt.max_side = 512;
+  const DecodeResult ref = d.decode_file(fs::path(so.out_dir) / tr.names[0], dopt);
+  ASSERT_TRUE(ref.ok);
+  EXPECT_EQ(store.read_image(SplitKind::kTrain, 0).pixels, ref.image.pixels);
+  EXPECT_EQ(store.label_names()[tr.labels[0]], *label_from_filename(tr.names[0]));
+  // Nothing but the store is left in the folder (no temporary file).
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(Preprocess, FailedRunsLeaveNoFileAtOut) {
+  ScratchDir dir("fail");
+  fs::create_directories(dir / "empty");
+  { std::ofstream(dir / "empty/readme.txt") << "x"; }
+  PreprocessOptions po;
+  po.images_dir = dir / "empty";
+  po.out = dir / "out.h5";
+  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "no usable image"));
+  po.images_dir = dir / "missing";
+  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "is not a folder"));
+  po.images_dir = dir / "empty";
+  po.out = dir / "no_such_dir/out.h5";
+  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "does not exist"));
+  po.out = dir / "out.h5";
+  po.train_fraction = 1.5;
+  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "train-fraction"));
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 0) << "a failed run left a file";
+  EXPECT_FALSE(fs::exists(po.out));
+}
+
+class BadStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pets::data::testing::make_store(dir_ / "images", good_, 3, 3, MPI_COMM_WORLD, 64);
+  }
+  std::string copy(const std::string& name) {
+    const std::string p = dir_ / name;
+    fs::copy_file(good_, p);
+    return p;
+  }
+  /// Opens a copy read-write and lets `edit` damage it.
+  std::string edited(const std::string& name, const std::function<void(hid_t)>& edit) {
+    const std::string p = copy(name);
+    silence_hdf5_errors();
+    hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(f, 0);
+    edit(f);
+    H5Fclose(f);
+    return p;
+  }
+  ScratchDir dir_{"badstore"};
+  std::string good_ = dir_ / "good.h5";
+};
+
+TEST_F(BadStore, GoodStoreOpens) {
+  const Store s(good_);
+  EXPECT_EQ(s.label_names().size(), 3u);
+  EXPECT_EQ(s.split(SplitKind::kTrain).size() + s.split(SplitKind::kEval).size(), 9);
+}
+
+TEST_F(BadStore, TruncatedOrNotHdf5GivesAClearError) {
+  const std::string cut = copy("cut.h5");
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  std::string msg = usage_error_of([&] { Store s(cut); });
+  EXPECT_TRUE(contains(msg, cut)) << msg;
+  EXPECT_TRUE(contains(msg, "cannot open image store") || contains(msg, "invalid image store")) << msg;
+  const std::string junk = dir_ / "junk.h5";
+  { std::ofstream(junk) << "this is not HDF5"; }
+  msg = usage_error_of([&] { Store s(junk); });
+  EXPECT_TRUE(contains(msg, junk) && contains(msg, "not an HDF5 file")) << msg;
+  msg = usage_error_of([&] { LoaderOptions o; o.path = dir_ / "absent.h5"; Loader l(o); });
+  EXPECT_TRUE(contains(msg, "absent.h5")) << msg;
+}
+
+TEST_F(BadStore, WrongSchemaNamesTheProblem) {
+  auto expect = [&](const std::string& path, const std::string& what) {
+    const std::string msg = usage_error_of([&] { Store s(path); });
+    EXPECT_TRUE(contains(msg, path) && contains(msg, what)) << "want '" << what << "' in: " << msg;
+  };
+  expect(edited("v2.h5", [](hid_t f) {
+           hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+           const int v = 2;
+           H5Awrite(a, H5T_NATIVE_INT, &v);
+           H5Aclose(a);
+         }),
+         "schema_version is 2");
+  expect(edited("noversion.h5", [](hid_t f) { H5Adelete(f, "schema_version"); }),
+         "'schema_version' is missing");
+  expect(edited("noeval.h5", [](hid_t f) { H5Ldelete(f, "eval", H5P_DEFAULT); }),
+         "group /eval is missing");
+  expect(edited("floatlabels.h5", [](hid_t f) {
+           H5Ldelete(f, "train/labels", H5P_DEFAULT);
+           const hsize_t n = 7;
+           hid_t sp = H5Screate_simple(1, &n, nullptr);
+           hid_t d = H5Dcreate2(f, "train/labels", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+           H5Dclose(d);
+           H5Sclose(sp);
+         }),
+         "/train/labels has the wrong type");
+  expect(edited("badlabel.h5", [](hid_t f) {
+           hid_t d = H5Dopen2(f, "train/labels", H5P_DEFAULT);
+           hid_t sp = H5Dget_space(d);
+           const hsize_t start = 0, count = 1;
+           H5Sselect_hyperslab(sp, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+           hid_t mem = H5Screate_simple(1, &count, nullptr);
+           const int bad = 99;
+           H5Dwrite(d, H5T_NATIVE_INT, mem, sp, H5P_DEFAULT, &bad);
+           H5Sclose(mem);
+           H5Sclose(sp);
+           H5Dclose(d);
+         }),
+         "has label 99");
+  expect(edited("shortnames.h5", [](hid_t f) {
+           H5Ldelete(f, "eval/names", H5P_DEFAULT);
+           hid_t t = H5Tcopy(H5T_C_S1);
+           H5Tset_size(t, 8);
+           const hsize_t n = 1;
+           hid_t sp = H5Screate_simple(1, &n, nullptr);
+           hid_t d = H5Dcreate2(f, "eval/names", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+           H5Dclose(d);
+           H5Sclose(sp);
+           H5Tclose(t);
+         }),
+         "disagree on the image count");
+}
+
+TEST_F(BadStore, LoaderBatchesOneRank) {
+  LoaderOptions o;
+  o.path = good_;
+  o.train_batch = 4;
+  o.eval_batch = 2;
+  o.image_size = 32;
+  o.workers = 3;
+  o.prefetch = 2;
+  Loader loader(o);
+  const std::int64_t n = loader.store().split(SplitKind::kTrain).size();
+  ASSERT_EQ(n, 7);  // floor(9 * 0.8)
+  EXPECT_EQ(loader.steps_per_epoch(SplitKind::kTrain), 2);
+  auto run = [&](std::int64_t epoch) {
+    std::vector<Batch> out;
+    loader.start_epoch(SplitKind::kTrain, epoch);
+    while (auto b = loader.next()) out.push_back(std::move(*b));
+    return out;
+  };
+  const std::vector<Batch> e0 = run(0);
+  ASSERT_EQ(e0.size(), 2u);
+  EXPECT_EQ(e0[0].n, 4);
+  EXPECT_EQ(e0[1].n, 3);  // last batch partial
+  EXPECT_EQ(e0[1].pixels.size(), 3u * 3 * 32 * 32);
+  std::multiset<std::int64_t> seen;
+  for (const Batch& b : e0)
+    for (std::int64_t i = 0; i < b.n; ++i) {
+      seen.insert(b.indices[i]);
+      EXPECT_EQ(b.labels[i], loader.store().split(SplitKind::kTrain).labels[b.indices[i]]);
+    }
+  EXPECT_EQ(seen, (std::multiset<std::int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  for (float v : e0[0].pixels) ASSERT_TRUE(v > -2.2f && v < 2.7f) << v;
+  // Same (seed, epoch): identical batches, whatever thread built them; another epoch differs.
+  const std::vector<Batch> again = run(0);
+  EXPECT_EQ(again[0].indices, e0[0].indices);
+  EXPECT_EQ(again[1].pixels, e0[1].pixels);
+  const std::vector<Batch> e1 = run(1);
+  EXPECT_NE(e1[0].pixels, e0[0].pixels);
+  // Eval: store order, deterministic, no augmentation.
+  loader.start_epoch(SplitKind::kEval, 0);
+  const auto ev = loader.next();
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->n, 2);
+  EXPECT_EQ(ev->indices, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(loader.make_batch(SplitKind::kEval, 5, 0).pixels, ev->pixels);
+  // Stopping mid-epoch and starting again is clean.
+  loader.start_epoch(SplitKind::kTrain, 0);
+  EXPECT_TRUE(loader.next().has_value());
+  loader.start_epoch(SplitKind::kTrain, 2);
+  EXPECT_TRUE(loader.next().has_value());
+}
