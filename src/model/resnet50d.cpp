@@ -93,6 +93,12 @@ void ResNet50dImpl::set_backbone_training(bool on) {
   fc->train(true);
 }
 
+void ResNet50dImpl::to_channels_last() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters(true))
+    if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
 void init_like_timm(ResNet50dImpl& model) {
   torch::NoGradGuard no_grad;
   for (auto& m : model.modules(/*include_self=*/false)) {

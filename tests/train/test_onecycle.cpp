@@ -6,6 +6,7 @@
 
 #include "fixture_dir.hpp"
 #include "pets/model/state_dict.hpp"
+#include "pets/train/adam.hpp"
 #include "pets/train/onecycle.hpp"
 #include "pets/util/error.hpp"
 
@@ -65,8 +66,10 @@ TEST(OneCycle, ShapeOfTheCycle) {
   EXPECT_DOUBLE_EQ(s.beta1(), 0.95);
 }
 
-// Adam driven by the schedule, exactly as the trainer does: set lr and beta1, step, advance.
-TEST(OneCycle, AdamTrajectoryMatchesPyTorch) {
+// One fixture step loop, with the optimiser step supplied: the trainer's own Adam and LibTorch's
+// must both reproduce PyTorch's trajectory.
+template <typename MakeStep>
+void check_adam_trajectory(MakeStep make_step) {
   auto t = trajectory();
   const auto features = t.at("features").to(torch::kFloat32);
   const auto targets = t.at("targets").to(torch::kInt64);
@@ -79,17 +82,14 @@ TEST(OneCycle, AdamTrajectoryMatchesPyTorch) {
     head->bias.copy_(t.at("init.bias"));
   }
   pets::train::OneCycleSchedule schedule(fixture_schedule(steps));
-  torch::optim::Adam adam(head->parameters(), torch::optim::AdamOptions(schedule.lr()));
-  auto& group = static_cast<torch::optim::AdamOptions&>(adam.param_groups().at(0).options());
+  auto optimiser_step = make_step(head->parameters(), schedule.lr());
   for (int64_t i = 0; i < steps; ++i) {
-    group.lr(schedule.lr());
-    group.betas({schedule.beta1(), std::get<1>(group.betas())});
     const auto loss = torch::nn::functional::cross_entropy(head(features), targets);
     EXPECT_LE(rel_error(loss.item<double>(), losses[i].item<double>()), 1e-4) << "loss at step " << i;
     loss.backward();
-    adam.step();
+    optimiser_step(schedule.lr(), schedule.beta1());
     schedule.step();
-    adam.zero_grad();
+    for (auto& p : head->parameters()) p.mutable_grad().zero_();
   }
   const auto check = [](const torch::Tensor& actual, const torch::Tensor& expected, const char* what) {
     const double scale = expected.abs().max().item<double>();
@@ -98,6 +98,25 @@ TEST(OneCycle, AdamTrajectoryMatchesPyTorch) {
   };
   check(head->weight.detach(), t.at("final.weight"), "final.weight");
   check(head->bias.detach(), t.at("final.bias"), "final.bias");
+}
+
+TEST(OneCycle, OwnAdamTrajectoryMatchesPyTorch) {
+  check_adam_trajectory([](std::vector<torch::Tensor> params, double) {
+    auto adam = std::make_shared<pets::train::Adam>(std::move(params));
+    return [adam](double lr, double beta1) { adam->step(lr, beta1); };
+  });
+}
+
+TEST(OneCycle, LibTorchAdamTrajectoryMatchesPyTorch) {
+  check_adam_trajectory([](std::vector<torch::Tensor> params, double lr0) {
+    auto adam = std::make_shared<torch::optim::Adam>(params, torch::optim::AdamOptions(lr0));
+    return [adam](double lr, double beta1) {
+      auto& group = static_cast<torch::optim::AdamOptions&>(adam->param_groups().at(0).options());
+      group.lr(lr);
+      group.betas({beta1, std::get<1>(group.betas())});
+      adam->step();
+    };
+  });
 }
 
 }  // namespace

@@ -36,6 +36,10 @@ struct ResNet50dImpl : torch::nn::Module {
   /// The backbone (everything but `fc`) in train or eval mode; `fc` has no mode-dependent layer.
   void set_backbone_training(bool on);
 
+  /// Stores every convolution weight channels-last (NHWC), the layout oneDNN runs fastest on
+  /// the CPU; feed it channels-last inputs. Values and names are unchanged.
+  void to_channels_last();
+
   int64_t num_classes() const { return num_classes_; }
 
   torch::nn::Sequential conv1{nullptr};
