@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev
+  libtorch-dev libopenblas0-openmp  # OpenBLAS: Debian's LibTorch falls back to the reference BLAS, ~13x slower
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
   libturbojpeg0-dev libpng-dev libgif-dev

@@ -95,13 +95,13 @@ void Loader::stop() {
   failed_.clear();
 }
 
-void Loader::start_epoch(SplitKind kind, std::int64_t epoch) {
+void Loader::start_epoch(SplitKind kind, std::int64_t epoch, std::int64_t first_step) {
   stop();
   kind_ = kind;
   epoch_ = epoch;
   total_steps_ = steps_per_epoch(kind);
-  next_to_build_ = 0;
-  next_to_deliver_ = 0;
+  next_to_build_ = std::min(std::max<std::int64_t>(first_step, 0), total_steps_);
+  next_to_deliver_ = next_to_build_;
   stopping_ = false;
   for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
 }

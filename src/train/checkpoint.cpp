@@ -15,8 +15,8 @@ namespace fs = std::filesystem;
 
 const char* const kLatest = "latest";
 
-std::string checkpoint_name(int64_t epoch) {
-  return "ckpt-epoch-" + std::to_string(epoch) + ".safetensors";
+std::string checkpoint_name(int64_t index) {
+  return "ckpt-" + std::to_string(index) + ".safetensors";
 }
 
 /// Covers the state text and every tensor's name, dtype, shape and bytes, so a flipped byte in
@@ -48,19 +48,19 @@ uint64_t fnv1a(const void* data, std::size_t size, uint64_t seed) {
   return h;
 }
 
-std::string save_checkpoint(const std::string& dir, int64_t epoch, const nlohmann::json& state,
+std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
                             const model::NamedTensors& tensors) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) PETS_ERROR("cannot create checkpoint folder '" + dir + "': " + ec.message());
   nlohmann::json full = state;
-  full["epoch"] = epoch;
+  full["index"] = index;
   const std::string state_text = full.dump();
-  const std::string path = (fs::path(dir) / checkpoint_name(epoch)).string();
+  const std::string path = (fs::path(dir) / checkpoint_name(index)).string();
   model::write_tensors(path, tensors,
                        {{"format", "pt"}, {"pets_state", state_text},
                         {"pets_digest", digest_of(state_text, tensors)}});
-  write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(epoch) + "\n");
+  write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(index) + "\n");
   return path;
 }
 
@@ -78,7 +78,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     throw UsageError(path + ": checksum mismatch (the checkpoint is damaged)");
   try {
     ckpt.state = nlohmann::json::parse(state_it->second);
-    ckpt.epoch = ckpt.state.at("epoch").get<int64_t>();
+    ckpt.index = ckpt.state.at("index").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(path + ": bad checkpoint state: " + e.what());
   }
@@ -90,7 +90,7 @@ std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
   std::vector<std::pair<int64_t, std::string>> candidates;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
-  const std::regex pattern(R"(ckpt-epoch-(\d+)\.safetensors)");
+  const std::regex pattern(R"(ckpt-(\d+)\.safetensors)");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
@@ -105,8 +105,8 @@ std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
     if (std::regex_match(pointed, m, pattern)) newest = std::stoll(m[1]);
   }
   std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& [epoch, path] : candidates) {
-    if (epoch > newest) continue;
+  for (const auto& [index, path] : candidates) {
+    if (index > newest) continue;
     try {
       return read_checkpoint(path);
     } catch (const UsageError& e) {

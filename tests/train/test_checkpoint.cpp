@@ -27,9 +27,9 @@ class CheckpointTest : public ::testing::Test {
   pets::model::NamedTensors tensors(float value) const {
     return {{"fc.weight", torch::full({3, 4}, value)}, {"adam.step", torch::tensor({int64_t{7}})}};
   }
-  std::string save(int64_t epoch) {
-    return pets::train::save_checkpoint(dir_.string(), epoch, {{"sched_step", epoch * 10}},
-                                        tensors(static_cast<float>(epoch)));
+  std::string save(int64_t index) {
+    return pets::train::save_checkpoint(dir_.string(), index, {{"sched_step", index * 10}},
+                                        tensors(static_cast<float>(index)));
   }
   static void flip_byte(const std::string& path, std::streamoff from_end) {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -49,7 +49,7 @@ TEST_F(CheckpointTest, RoundTripAndLatest) {
   const auto ckpt = pets::train::load_latest_checkpoint(dir_.string(), &notices);
   ASSERT_TRUE(ckpt.has_value());
   EXPECT_TRUE(notices.empty());
-  EXPECT_EQ(ckpt->epoch, 2);
+  EXPECT_EQ(ckpt->index, 2);
   EXPECT_EQ(ckpt->state.at("sched_step").get<int64_t>(), 20);
   ASSERT_EQ(ckpt->tensors.size(), 2u);
   EXPECT_TRUE(torch::equal(ckpt->tensors[0].second, torch::full({3, 4}, 2.f)));
@@ -67,7 +67,7 @@ TEST_F(CheckpointTest, FlippedTensorByteIsRefusedAndOlderOneUsed) {
   std::vector<std::string> notices;
   const auto ckpt = pets::train::load_latest_checkpoint(dir_.string(), &notices);
   ASSERT_TRUE(ckpt.has_value());
-  EXPECT_EQ(ckpt->epoch, 1);
+  EXPECT_EQ(ckpt->index, 1);
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_NE(notices[0].find(second), std::string::npos) << notices[0];
   EXPECT_NE(notices[0].find("checksum mismatch"), std::string::npos) << notices[0];
@@ -80,7 +80,7 @@ TEST_F(CheckpointTest, TruncatedFileIsRefused) {
   std::vector<std::string> notices;
   const auto ckpt = pets::train::load_latest_checkpoint(dir_.string(), &notices);
   ASSERT_TRUE(ckpt.has_value());
-  EXPECT_EQ(ckpt->epoch, 1);
+  EXPECT_EQ(ckpt->index, 1);
   EXPECT_EQ(notices.size(), 1u);
 }
 
@@ -106,10 +106,10 @@ TEST_F(CheckpointTest, FileNewerThanLatestPointerIsIgnored) {
   save(1);
   save(2);
   // A crash after writing epoch 3's file but before the pointer moved: epoch 2 stays latest.
-  fs::copy_file(dir_ / "ckpt-epoch-2.safetensors", dir_ / "ckpt-epoch-3.safetensors");
+  fs::copy_file(dir_ / "ckpt-2.safetensors", dir_ / "ckpt-3.safetensors");
   const auto ckpt = pets::train::load_latest_checkpoint(dir_.string(), nullptr);
   ASSERT_TRUE(ckpt.has_value());
-  EXPECT_EQ(ckpt->epoch, 2);
+  EXPECT_EQ(ckpt->index, 2);
 }
 
 }  // namespace

@@ -68,8 +68,9 @@ class Loader {
   /// This rank's images of a step, in order (split indices).
   std::vector<std::int64_t> step_indices(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
 
-  /// Starts producing an epoch's batches on the worker threads (stops a running one).
-  void start_epoch(SplitKind kind, std::int64_t epoch);
+  /// Starts producing an epoch's batches on the worker threads (stops a running one), from
+  /// `first_step` on (a resumed epoch; batches are pure functions of (kind, epoch, step)).
+  void start_epoch(SplitKind kind, std::int64_t epoch, std::int64_t first_step = 0);
   /// The next batch of the running epoch in order, or nothing at its end. Rethrows a worker's
   /// error.
   std::optional<Batch> next();

@@ -15,15 +15,16 @@
 namespace pets::train {
 
 struct Checkpoint {
-  int64_t epoch = 0;           ///< epochs completed
+  int64_t index = 0;           ///< position in the run (the trainer uses optimiser steps)
   nlohmann::json state;        ///< scheduler position, config hash, labels, ...
   model::NamedTensors tensors; ///< fc, Adam moments, BatchNorm statistics
   std::string path;            ///< where it was read from
 };
 
-/// Writes `<dir>/ckpt-epoch-<epoch>.safetensors`, then points `<dir>/latest` at it.
+/// Writes `<dir>/ckpt-<index>.safetensors`, then points `<dir>/latest` at it. `index` orders
+/// checkpoints: a larger one is newer.
 /// Returns the checkpoint's path.
-std::string save_checkpoint(const std::string& dir, int64_t epoch, const nlohmann::json& state,
+std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
                             const model::NamedTensors& tensors);
 
 /// Reads and verifies one checkpoint file; throws pets::UsageError naming the file when it is

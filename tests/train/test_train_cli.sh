@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# pets_train end to end under MPI on a tiny synthetic store: the tutorial's output on rank 0 only,
+# learning above chance, metrics and checkpoints, bitwise run-to-run determinism, a SIGUSR1 stop
+# and --resume equal to an uninterrupted run, the exported model loading back, and bad input
+# refused with exit status 2.
+# usage: test_train_cli.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+set -u
+synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags "$@"; }
+
+rm -rf "$work" && mkdir -p "$work"
+cd "$work" || exit 1
+"$synth" --out images --classes 3 --per-class 14 --seed 7 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
+run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
+common=(--data pets.h5 --epochs 3 --batch-size 4 --eval-batch-size 8 --max-lr 3e-2 --seed 42)
+
+# 1. A full run: exactly the tutorial's lines on stdout, from rank 0 only.
+run_np 2 "$train" "${common[@]}" --out run_a > a.out 2> a.err || { cat a.err; fail "run_a exit $?"; }
+if ! grep -qxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out || [ "$(wc -l < a.out)" -ne 3 ] ||
+   [ "$(grep -vcxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out)" -ne 0 ]; then
+  fail "stdout is not three 'epoch N: XX.XX' lines:"; cat a.out
+fi
+[ "$(cut -d' ' -f2 a.out | tr -d ':' | tr '\n' ' ')" = "0 1 2 " ] || fail "epochs not numbered 0 1 2"
+[ "$(wc -l < run_a/metrics.jsonl)" -eq 3 ] || fail "metrics.jsonl does not have 3 lines"
+[ -s run_a/model.safetensors ] || fail "no exported model"
+[ -s run_a/latest ] && [ -s "run_a/$(cat run_a/latest)" ] || fail "latest checkpoint missing"
+grep -q "randomly initialised" a.err || fail "no warning about the random backbone"
+# Chance is 33.33 % on 3 balanced classes; the synthetic classes differ in colour and shape.
+final=$(tail -1 a.out | cut -d' ' -f3)
+awk -v a="$final" 'BEGIN { exit !(a >= 60.0) }' || fail "final accuracy $final is not clearly above chance (33.33)"
+
+# 2. Same seed, same ranks: bitwise the same accuracies and weights.
+run_np 2 "$train" "${common[@]}" --out run_b > b.out 2> b.err || fail "run_b exit $?"
+cmp -s a.out b.out || { fail "run-to-run accuracies differ"; diff a.out b.out; }
+cmp -s run_a/model.safetensors run_b/model.safetensors || fail "run-to-run final weights differ"
+
+# 3. Stopped by SIGUSR1 (as Slurm's warning signal) mid-run, then resumed: same as uninterrupted.
+# mpiexec itself in the background (not a subshell), so that the signal reaches it and it
+# forwards SIGUSR1 to the ranks.
+$mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out run_c > c1.out 2> c1.err &
+pid=$!
+for _ in $(seq 1 1200); do [ -s run_c/latest ] && break; sleep 0.1; done
+sleep 0.5  # into epoch 1, mid-epoch
+kill -USR1 "$pid"
+wait "$pid"; status=$?
+[ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; cat c1.err; }
+grep -q "continue with --resume" c1.err || fail "no stop notice"
+run_np 2 "$train" "${common[@]}" --out run_c --resume > c2.out 2> c2.err || { cat c2.err; fail "resume exit $?"; }
+grep -q "resumed from" c2.err || fail "resume did not report its checkpoint"
+cat c1.out c2.out > c.out
+cmp -s a.out c.out || { fail "stopped+resumed accuracies differ from the uninterrupted run"; diff a.out c.out; }
+cmp -s run_a/model.safetensors run_c/model.safetensors || fail "stopped+resumed final weights differ"
+
+# 4. The exported model loads back strictly (same class count: no head skipped).
+run_np 1 "$train" --data pets.h5 --epochs 1 --batch-size 4 --pretrained run_a/model.safetensors --out run_d \
+  > d.out 2> d.err || { cat d.err; fail "reloading the exported model failed"; }
+grep -q "randomly initialised\|skipped" d.err && fail "exported model did not load as a full state dict"
+
+# 5. Bad input: exit 2, one clear message.
+expect_usage() {
+  local what=$1 needle=$2; shift 2
+  run_np 2 "$train" "$@" > bad.out 2> bad.err; local rc=$?
+  [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; cat bad.err; return; }
+  grep -q -- "$needle" bad.err || { fail "$what: message lacks '$needle'"; cat bad.err; }
+  [ "$(grep -c '^error:' bad.err)" -eq 1 ] || { fail "$what: not exactly one error line"; cat bad.err; }
+}
+expect_usage "missing data file" "missing.h5" --data missing.h5 --out run_e
+printf 'not hdf5' > fake.h5
+expect_usage "non-HDF5 data" "fake.h5" --data fake.h5 --out run_e
+"$synth" --out images4 --classes 4 --per-class 6 --seed 3 > /dev/null
+run_np 1 "$preprocess" --images images4 --out other.h5 > /dev/null
+expect_usage "checkpoint of other labels" "labels differ" --data other.h5 --epochs 3 --batch-size 4 \
+  --eval-batch-size 8 --seed 42 --out run_a --resume
+expect_usage "bad pretrained file" "fake.h5" "${common[@]}" --pretrained fake.h5 --out run_e
+
+if [ "$failures" -eq 0 ]; then echo "test_train_cli: all checks passed"; exit 0; fi
+echo "test_train_cli: $failures check(s) failed"; exit 1
