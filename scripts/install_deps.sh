@@ -11,6 +11,8 @@ packages=(
   libboost-program-options-dev
   libgtest-dev
   nlohmann-json3-dev
+  slurm-wlm munge
+  jupyter-nbconvert python3-ipykernel python3-matplotlib
 )
 
 missing=()

@@ -125,8 +125,14 @@ class Progress {
   }
   void line(const std::string& text) {
     if (!enabled_) return;
-    if (tty_) std::fprintf(stderr, "\r%-79s\r", "");
+    clear();
     std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+  }
+  /// Wipes the progress line, so that the next output (stderr or stdout) starts clean.
+  void clear() {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r%-79s\r", "");
     std::fflush(stderr);
   }
 
@@ -191,6 +197,8 @@ class Trainer {
   EpochMetrics epoch_metrics(int64_t epoch, const EpochPosition& position) const;
   void evaluate(int64_t epoch, EpochMetrics& metrics);
   void sync_batchnorm();
+  /// With PETS_VERIFY_RANKS set: throws unless every rank holds the same model (collective).
+  void verify_ranks_identical(int64_t epoch);
   /// Every rank's buffers, as rows of a [world, n] float64 tensor on rank 0 (collective).
   torch::Tensor gather_rank_buffers() const;
   /// This rank's row of gather_rank_buffers() back into the model.
@@ -411,6 +419,20 @@ EpochMetrics Trainer::epoch_metrics(int64_t epoch, const EpochPosition& position
   return m;
 }
 
+void Trainer::verify_ranks_identical(int64_t epoch) {
+  // A digest of every parameter and buffer: the same on all ranks iff they hold the same model.
+  const uint64_t digest = comm::module_digest(*model_);
+  std::vector<uint64_t> all(static_cast<std::size_t>(mpi_.size()));
+  PETS_MPI_CHECK(MPI_Allgather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, mpi_.get()));
+  for (std::size_t r = 1; r < all.size(); ++r)
+    PETS_CHECK(all[r] == all[0], "epoch " + std::to_string(epoch) + ": the model on rank " +
+                                     std::to_string(r) + " differs from rank 0's at evaluation");
+  char text[64];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(digest));
+  progress_.line("verify: epoch " + std::to_string(epoch) + ": all " + std::to_string(mpi_.size()) +
+                 " ranks hold model " + text);
+}
+
 void Trainer::sync_batchnorm() {
   // In train mode each rank's running statistics saw its own batches; evaluation and
   // checkpoints use their average, so every rank holds the same model.
@@ -440,6 +462,7 @@ void Trainer::sync_batchnorm() {
 
 void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   if (options_.bn_mode == BnMode::kTrain && mpi_.size() > 1) sync_batchnorm();
+  if (std::getenv("PETS_VERIFY_RANKS") != nullptr) verify_ranks_identical(epoch);
   model_->eval();
   const auto start = Clock::now();
   int64_t counts[2] = {0, 0};  // correct, evaluated
@@ -537,13 +560,14 @@ std::string Trainer::export_model() const {
 }
 
 TrainResult Trainer::run() {
+  // Before the (slow) setup, so that an early preemption signal still ends in a checkpoint.
+  install_stop_handlers();
   setup();
   if (mpi_.rank() == 0) {
     std::error_code ec;
     fs::create_directories(options_.out, ec);
     if (ec) throw UsageError("--out " + options_.out + ": cannot create: " + ec.message());
   }
-  install_stop_handlers();
   TrainResult result;
   EpochPosition position = first_position_;
   for (int64_t epoch = first_epoch_; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
@@ -558,7 +582,9 @@ TrainResult Trainer::run() {
       save(epoch, position);
     }
     if (stop_agreed_ && (!finished || epoch + 1 < options_.epochs)) {
-      progress_.line("stopped by a signal at epoch " + std::to_string(finished ? epoch + 1 : epoch) +
+      const std::string by = g_stop_signal != 0 ? "signal " + std::to_string(g_stop_signal)
+                                                : std::string("a signal to another rank");
+      progress_.line("stopped by " + by + " at epoch " + std::to_string(finished ? epoch + 1 : epoch) +
                      ", step " + std::to_string(finished ? 0 : position.step) +
                      "; checkpoint written, continue with --resume");
       result.preempted = true;
@@ -575,6 +601,7 @@ TrainResult Trainer::run() {
 void Trainer::report_epoch(const EpochMetrics& metrics) {
   history_.push_back(metrics);
   if (mpi_.rank() == 0) {
+    progress_.clear();
     std::printf("epoch %lld: %.2f\n", static_cast<long long>(metrics.epoch), metrics.accuracy);
     std::fflush(stdout);
   }

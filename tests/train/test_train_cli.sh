@@ -16,8 +16,13 @@ cd "$work" || exit 1
 run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
 common=(--data pets.h5 --epochs 3 --batch-size 4 --eval-batch-size 8 --max-lr 3e-2 --seed 42)
 
-# 1. A full run: exactly the tutorial's lines on stdout, from rank 0 only.
-run_np 2 "$train" "${common[@]}" --out run_a > a.out 2> a.err || { cat a.err; fail "run_a exit $?"; }
+# 1. A full run: exactly the tutorial's lines on stdout, from rank 0 only; PETS_VERIFY_RANKS
+#    makes the ranks compare digests of their whole model (head after the averaged gradient
+#    steps, synchronised BatchNorm statistics) at every evaluation.
+PETS_VERIFY_RANKS=1 run_np 2 -x PETS_VERIFY_RANKS "$train" "${common[@]}" --out run_a > a.out 2> a.err ||
+  { cat a.err; fail "run_a exit $?"; }
+[ "$(grep -c 'verify: epoch [0-2]: all 2 ranks hold model' a.err)" -eq 3 ] ||
+  { fail "ranks were not verified identical at every evaluation"; cat a.err; }
 if ! grep -qxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out || [ "$(wc -l < a.out)" -ne 3 ] ||
    [ "$(grep -vcxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out)" -ne 0 ]; then
   fail "stdout is not three 'epoch N: XX.XX' lines:"; cat a.out
@@ -52,6 +57,13 @@ grep -q "resumed from" c2.err || fail "resume did not report its checkpoint"
 cat c1.out c2.out > c.out
 cmp -s a.out c.out || { fail "stopped+resumed accuracies differ from the uninterrupted run"; diff a.out c.out; }
 cmp -s run_a/model.safetensors run_c/model.safetensors || fail "stopped+resumed final weights differ"
+
+# 3b. One rank instead of two: also clearly above chance (same data, different augmentation
+#     streams and global batch, so not bitwise equal).
+run_np 1 "$train" "${common[@]}" --out run_one > one.out 2> one.err || fail "-np 1 exit $?"
+final_one=$(tail -1 one.out | cut -d' ' -f3)
+awk -v a="$final_one" -v b="$final" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a >= 60.0 && d <= 34.0) }' ||
+  fail "-np 1 accuracy $final_one is not consistent with -np 2's $final"
 
 # 4. The exported model loads back strictly (same class count: no head skipped).
 run_np 1 "$train" --data pets.h5 --epochs 1 --batch-size 4 --pretrained run_a/model.safetensors --out run_d \

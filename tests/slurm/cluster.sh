@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# A throw-away single-node Slurm cluster, everything under one folder:
+#   cluster.sh start DIR   generates munge key + slurm.conf, starts munged, slurmctld, slurmd,
+#                          waits until the node is idle; records the daemons' pids in DIR/pids
+#   cluster.sh stop DIR    cancels every job, stops the recorded daemons (TERM, then KILL)
+#   cluster.sh env DIR     prints the exports a client needs (SLURM_CONF, ...)
+# Exit 77 from start: Slurm is not installed and cannot be installed (the tests then skip).
+# Nothing is written outside DIR; clients find the cluster through SLURM_CONF only.
+set -euo pipefail
+
+cmd=${1:?usage: cluster.sh start|stop|env DIR}
+dir=${2:?usage: cluster.sh start|stop|env DIR}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+conf=$dir/etc/slurm.conf
+pids=$dir/pids
+
+log() { echo "cluster.sh: $*" >&2; }
+
+# The command line of a live pid, or nothing: used so that a recycled pid is never signalled.
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true; }
+
+stop_cluster() {
+  export SLURM_CONF=$conf
+  if [ -f "$conf" ] && command -v scancel >/dev/null && [ -f "$pids" ] &&
+    grep -q '^slurmctld ' "$pids"; then
+    # Jobs first, so that their slurmstepd and tasks end before slurmd does.
+    timeout 10 scancel --full --quiet --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 1 40); do
+      [ -z "$(timeout 5 squeue -h -t running,completing,configuring 2>/dev/null)" ] && break
+      sleep 0.25
+    done
+  fi
+  [ -f "$pids" ] || return 0
+  # Reverse start order: slurmd, slurmctld, munged.
+  tac "$pids" | while read -r name pid; do
+    if [[ "$(cmdline_of "$pid")" == *"$name"* ]]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 40); do [[ "$(cmdline_of "$pid")" == *"$name"* ]] || break; sleep 0.25; done
+      if [[ "$(cmdline_of "$pid")" == *"$name"* ]]; then
+        log "$name ($pid) ignored TERM; KILL"
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+      log "stopped $name ($pid)"
+    fi
+  done
+  mv "$pids" "$pids.stopped"
+}
+
+print_env() {
+  echo "export SLURM_CONF='$conf'"
+}
+
+# Slurm's own daemons write their pid files after forking; wait for one and record it.
+record_pid() {
+  local name=$1 file=$2
+  for _ in $(seq 1 80); do
+    if [ -s "$file" ]; then
+      local pid
+      pid=$(head -n1 "$file" | tr -dc 0-9)
+      if [ -n "$pid" ] && [[ "$(cmdline_of "$pid")" == *"$name"* ]]; then
+        echo "$name $pid" >>"$pids"
+        return 0
+      fi
+    fi
+    sleep 0.25
+  done
+  log "$name did not start; its log:"
+  tail -n 30 "$dir/log/$name.log" >&2 2>/dev/null || true
+  return 1
+}
+
+# Two free TCP ports on the loopback, away from Slurm's defaults (6817/6818).
+free_ports() {
+  python3 - <<'EOF'
+import socket
+ports = []
+for base in range(26817, 40000, 10):
+    ok = True
+    for p in (base, base + 1):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(base, base + 1)
+        break
+EOF
+}
+
+start_cluster() {
+  if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
+    ! command -v munged >/dev/null; then
+    local here
+    here=$(cd "$(dirname "$0")/../.." && pwd)
+    log "Slurm or munge missing: trying scripts/install_deps.sh"
+    "$here/scripts/install_deps.sh" >&2 || true
+    if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
+      ! command -v munged >/dev/null; then
+      echo "Slurm (slurm-wlm) and munge are not installed and could not be installed" >"$dir/skipped"
+      echo "SKIPPED: $(cat "$dir/skipped")"
+      exit 77
+    fi
+  fi
+  rm -f "$dir/skipped"
+  if [ -f "$pids" ]; then
+    log "a cluster from an earlier run is recorded in $pids: stopping it first"
+    stop_cluster
+  fi
+  rm -rf "${dir:?}/etc" "$dir/state" "$dir/spool" "$dir/log" "$dir/run" "$dir/munge" "$dir/tmp"
+  mkdir -p "$dir/etc" "$dir/state" "$dir/spool/$(hostname -s)" "$dir/log" "$dir/run" "$dir/tmp"
+  # munged refuses group/other-writable folders on the way to its socket and key.
+  install -d -m 0700 "$dir/munge"
+  chmod go-w "$dir" "$dir/etc"
+
+  local host cpus ports ctld_port d_port user
+  host=$(hostname -s)
+  cpus=$(nproc --all)
+  ports=$(free_ports)
+  ctld_port=${ports% *}
+  d_port=${ports#* }
+  user=$(id -un)
+
+  # A fresh key for this cluster only (mungekey writes 1024 random bits).
+  if command -v mungekey >/dev/null; then
+    mungekey --create --keyfile="$dir/munge/munge.key" --force
+  else
+    dd if=/dev/urandom of="$dir/munge/munge.key" bs=128 count=1 status=none
+  fi
+  chmod 0400 "$dir/munge/munge.key"
+  local sock=$dir/munge/munge.socket
+  munged --force --socket="$sock" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/munge/munged.seed" </dev/null >/dev/null 2>&1
+  record_pid munged "$dir/munge/munged.pid"
+
+  cat >"$conf" <<EOF
+# Generated by tests/slurm/cluster.sh: a throw-away single-node cluster under $dir
+ClusterName=pets-test
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$d_port
+SlurmUser=$user
+SlurmdUser=$user
+AuthType=auth/munge
+CredType=cred/munge
+# cred_expire also delays a requeued job's restart (120 s by default).
+AuthInfo=socket=$sock,cred_expire=10
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+TmpFS=$dir/tmp
+PlugStackConfig=$dir/etc/plugstack.conf
+MpiDefault=pmix
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+# Requeued jobs become eligible after cred_expire; start them without waiting for the 60 s loop.
+SchedulerParameters=sched_interval=2,bf_interval=2
+ReturnToService=2
+JobRequeue=1
+KillWait=10
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=60
+InactiveLimit=0
+Waittime=0
+NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+EOF
+  : >"$dir/etc/plugstack.conf"
+  export SLURM_CONF=$conf
+
+  slurmctld -f "$conf" -i </dev/null >>"$dir/log/slurmctld.out" 2>&1
+  record_pid slurmctld "$dir/run/slurmctld.pid"
+  slurmd -f "$conf" -N "$host" </dev/null >>"$dir/log/slurmd.out" 2>&1
+  record_pid slurmd "$dir/run/slurmd.pid"
+
+  local state=""
+  for _ in $(seq 1 120); do
+    state=$(sinfo -h -n "$host" -o '%T' 2>/dev/null || true)
+    [ "$state" = idle ] && break
+    sleep 0.5
+  done
+  if [ "$state" != idle ]; then
+    log "node $host is '$state', not idle, after 60 s"
+    tail -n 20 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2 || true
+    return 1
+  fi
+  log "cluster up: node $host idle ($cpus CPUs), slurmctld port $ctld_port, conf $conf"
+}
+
+case $cmd in
+start)
+  # A failed start leaves nothing running.
+  # shellcheck disable=SC2154  # rc is assigned inside the trap
+  trap 'rc=$?; if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then stop_cluster; fi' EXIT
+  start_cluster
+  ;;
+stop) stop_cluster ;;
+env) print_env ;;
+*)
+  echo "usage: cluster.sh start|stop|env DIR" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# slurm_notebook: executes jobs/pets_train.ipynb headless (jupyter nbconvert --execute) against
+# the test cluster, on its own tiny synthetic set; checks the cells ran without error, the
+# training cell streamed the `epoch N:` lines, the plot cell drew an image and saved a PNG.
+source "$(dirname "$0")/common.sh"
+require_cluster
+command -v jupyter-nbconvert >/dev/null || jupyter nbconvert --version >/dev/null 2>&1 ||
+  fail "jupyter nbconvert is missing (scripts/install_deps.sh installs jupyter-nbconvert)"
+
+out=$WORK/notebook
+rm -rf "$out"
+mkdir -p "$out/jupyter"
+# Jupyter, IPython and matplotlib keep their files under the test folder, not in $HOME.
+export JUPYTER_CONFIG_DIR=$out/jupyter/config JUPYTER_DATA_DIR=$out/jupyter/data
+export JUPYTER_RUNTIME_DIR=$out/jupyter/runtime IPYTHONDIR=$out/jupyter/ipython
+export MPLCONFIGDIR=$out/jupyter/matplotlib MPLBACKEND=Agg
+export PETS_REPO=$PETS_SOURCE PETS_BIN PETS_WORK=$out/work PETS_NTASKS=2 PETS_CPUS_PER_TASK=1
+export PETS_EPOCHS=2 PETS_BATCH_SIZE=2 PETS_SYNTH_CLASSES=2 PETS_SYNTH_PER_CLASS=4
+unset SLURM_JOB_ID
+
+rc=0
+jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 \
+  --output-dir "$out" --output executed.ipynb "$JOBS/pets_train.ipynb" >"$out/nbconvert.log" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { show_logs "$out/nbconvert.log"; fail "nbconvert --execute ended with status $rc"; }
+
+python3 - "$out/executed.ipynb" "$PETS_EPOCHS" <<'PY' || fail "the executed notebook is wrong (see above)"
+import json, re, sys
+nb = json.load(open(sys.argv[1]))
+epochs = int(sys.argv[2])
+code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+assert all(c.get("execution_count") for c in code), "a code cell did not run"
+text, images = [], 0
+for c in code:
+    for o in c.get("outputs", []):
+        assert o["output_type"] != "error", f"cell error: {o.get('ename')}: {o.get('evalue')}"
+        if o["output_type"] == "stream":
+            text.append("".join(o["text"]))
+        elif "image/png" in o.get("data", {}):
+            images += 1
+out = "".join(text)
+assert "Slurm: slurm" in out, "the environment cell did not find Slurm"
+assert "$ srun --mpi=pmix" in out, "the jobs were not launched with srun --mpi=pmix"
+lines = re.findall(r"^epoch (\d+): \d+\.\d\d$", out, re.M)
+assert lines == [str(e) for e in range(epochs)], f"epoch lines {lines}"
+assert images >= 1, "the plot cell produced no image"
+print("notebook: epoch lines", lines, "and", images, "image(s)")
+PY
+png=$out/work/metrics.png
+[ -s "$png" ] || fail "$png not written"
+[ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png is not a PNG"
+[ "$(stat -c %s "$png")" -gt 5000 ] || fail "$png is too small to hold the two plots"
+[ "$(wc -l <"$out/work/run/metrics.jsonl")" -eq "$PETS_EPOCHS" ] || fail "metrics.jsonl does not hold $PETS_EPOCHS epochs"
+grep -q "^epochs *= *$PETS_EPOCHS" "$out/work/train.cfg" || fail "the config cell did not write epochs = $PETS_EPOCHS: $(cat "$out/work/train.cfg")"
+pass "notebook ran headless: $png ($(stat -c %s "$png") bytes)"
