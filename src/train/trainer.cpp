@@ -25,6 +25,12 @@
 #include "pets/util/error.hpp"
 
 namespace pets::train {
+
+// metrics.jsonl lines and the run's history inside checkpoints.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EpochMetrics, epoch, accuracy, correct, evaluated, train_loss, lr,
+                                   train_images_per_s, eval_images_per_s, train_seconds,
+                                   eval_seconds, loader_wait_share)
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -55,20 +61,7 @@ struct EpochPosition {
   double wait_seconds = 0.0;
 };
 
-nlohmann::json to_json(const EpochPosition& p) {
-  return {{"step", p.step}, {"loss_sum", p.loss_sum}, {"images", p.images},
-          {"seconds", p.seconds}, {"wait_seconds", p.wait_seconds}};
-}
-
-EpochPosition position_from_json(const nlohmann::json& j) {
-  EpochPosition p;
-  p.step = j.at("step");
-  p.loss_sum = j.at("loss_sum");
-  p.images = j.at("images");
-  p.seconds = j.at("seconds");
-  p.wait_seconds = j.at("wait_seconds");
-  return p;
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EpochPosition, step, loss_sum, images, seconds, wait_seconds)
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -141,35 +134,6 @@ class Progress {
   bool tty_;
 };
 
-nlohmann::json to_json(const EpochMetrics& m) {
-  return {{"epoch", m.epoch},
-          {"accuracy", m.accuracy},
-          {"correct", m.correct},
-          {"evaluated", m.evaluated},
-          {"train_loss", m.train_loss},
-          {"lr", m.lr},
-          {"train_images_per_s", m.train_images_per_s},
-          {"eval_images_per_s", m.eval_images_per_s},
-          {"train_seconds", m.train_seconds},
-          {"eval_seconds", m.eval_seconds},
-          {"loader_wait_share", m.loader_wait_share}};
-}
-
-EpochMetrics from_json(const nlohmann::json& j) {
-  EpochMetrics m;
-  m.epoch = j.at("epoch");
-  m.accuracy = j.at("accuracy");
-  m.correct = j.at("correct");
-  m.evaluated = j.at("evaluated");
-  m.train_loss = j.at("train_loss");
-  m.lr = j.at("lr");
-  m.train_images_per_s = j.at("train_images_per_s");
-  m.eval_images_per_s = j.at("eval_images_per_s");
-  m.train_seconds = j.at("train_seconds");
-  m.eval_seconds = j.at("eval_seconds");
-  m.loader_wait_share = j.at("loader_wait_share");
-  return m;
-}
 
 /// Threads per rank: the cores of the rank's affinity mask. Ranks that were not bound (mpirun
 /// --oversubscribe, or --bind-to none) all see every core; they share them instead, since
@@ -337,9 +301,9 @@ void Trainer::resume() {
   adam_->restore(m, v, ckpt->state.at("adam_steps").get<int64_t>());
   last_lr_ = ckpt->state.at("last_lr").get<double>();
   schedule_->set_step_count(ckpt->state.at("schedule_steps").get<int64_t>());
-  for (const auto& e : ckpt->state.at("history")) history_.push_back(from_json(e));
+  history_ = ckpt->state.at("history").get<std::vector<EpochMetrics>>();
   first_epoch_ = ckpt->state.at("epoch").get<int64_t>();
-  first_position_ = position_from_json(ckpt->state.at("position"));
+  first_position_ = ckpt->state.at("position").get<EpochPosition>();
   progress_.line("resumed from " + ckpt->path + " at epoch " + std::to_string(first_epoch_) +
                  ", step " + std::to_string(first_position_.step));
 }
@@ -527,24 +491,22 @@ void Trainer::save(int64_t epoch, const EpochPosition& position) {
     tensors.emplace_back("adam.exp_avg." + std::to_string(i), adam_->exp_avg()[i]);
     tensors.emplace_back("adam.exp_avg_sq." + std::to_string(i), adam_->exp_avg_sq()[i]);
   }
-  nlohmann::json history = nlohmann::json::array();
-  for (const auto& m : history_) history.push_back(to_json(m));
   const nlohmann::json state = {{"config", training_config(options_, labels_)},
                                 {"adam_steps", adam_->steps()},
                                 {"schedule_steps", schedule_->step_count()},
                                 {"steps_per_epoch", loader_->steps_per_epoch(SplitKind::kTrain)},
                                 {"epoch", epoch},
-                                {"position", to_json(position)},
+                                {"position", position},
                                 {"last_lr", last_lr_},
                                 {"world_size", mpi_.size()},
-                                {"history", history}};
+                                {"history", history_}};
   save_checkpoint(options_.out, schedule_->step_count(), state, tensors);
 }
 
 void Trainer::write_metrics() const {
   if (mpi_.rank() != 0) return;
   std::string text;
-  for (const auto& m : history_) text += to_json(m).dump() + "\n";
+  for (const auto& m : history_) text += nlohmann::json(m).dump() + "\n";
   write_file_atomically((fs::path(options_.out) / "metrics.jsonl").string(), text);
 }
 
