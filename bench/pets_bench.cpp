@@ -1,0 +1,773 @@
+/// \file
+/// pets_bench: the benchmark harness of issue 6. One run measures, on this machine and with the
+/// threads it is given:
+///   1. roofline: GFLOP/s of a large channels-last 3x3 convolution, fp32 and bf16;
+///   2. FLOPs per image of ResNet-50d, counted from the convolutions and linear layers the
+///      model's own forward executes (a dispatcher-level hook, see count_flops);
+///   3. model-only throughput of one frozen-backbone training step, fp32 and bf16, as images/s
+///      and as a fraction of the roofline;
+///   4. loader-only throughput (HDF5 read + RandomResizedCrop + resize + normalise), one rank;
+///   5./6. end to end: pets_train under mpiexec (-np 2; --bn-mode eval; -np 1 --threads 2),
+///      read from the metrics.jsonl it writes.
+/// It writes one JSON report (--report FILE and stdout) and a short table (stderr).
+/// `pets_bench --check FILE` validates a report: every section present, every number positive.
+///
+/// Benchmarks are not timed tests; CI runs this in --smoke mode only (bench/run_bench.sh).
+
+#include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
+#include <sys/utsname.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pets/data/loader.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/train/trainer.hpp"
+#include "pets/util/error.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Config {
+  bool smoke = false;
+  int threads = 0;  // 0: the cores in this process's affinity mask
+  // roofline convolution: [roof_batch, roof_channels, roof_size, roof_size] -> same, 3x3, pad 1
+  int roof_batch = 8;
+  int roof_channels = 256;
+  int roof_size = 56;
+  double min_seconds = 3.0;  // per timed measurement
+  int min_iters = 3;
+  // model-only step
+  int batch = 64;
+  int image_size = 224;
+  int classes = 37;
+  std::string bn_mode = "train";
+  int warmup = 1;
+  // loader
+  int loader_workers = 1;  // what pets_train gives each rank
+  int loader_world = 2;
+  int loader_epochs = 2;
+  // end to end
+  bool e2e = true;
+  bool e2e_bf16 = false;
+  std::string data;  // an existing store; empty: synthesise one
+  int per_class = 20;
+  int synth_classes = 37;
+  int epochs = 5;
+  int train_batch = 64;
+  int eval_batch = 128;
+  std::string work = "bench-work";
+  std::string train_exe, preprocess_exe, synth_exe;
+  std::string mpiexec = "mpirun";
+  std::string np_flag = "-np";
+  std::string mpi_preflags;                     // for every launch
+  std::string np1_preflags = "--bind-to none";  // -np 1 --threads 2 must not be bound to one core
+  std::string report = "bench-report.json";
+};
+
+[[noreturn]] void usage(const std::string& message) { throw pets::UsageError(message); }
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// Single-quotes for /bin/sh.
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
+  return buf;
+}
+
+std::string first_line_of(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[512];
+    if (std::fgets(buf, sizeof buf, p)) out = buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+/// Runs fn repeatedly (after `warmup` calls) until both min_iters calls and min_seconds have
+/// passed; returns the per-call seconds of the timed calls.
+template <typename Fn>
+std::vector<double> time_calls(Fn&& fn, int warmup, int min_iters, double min_seconds) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (static_cast<int>(times.size()) < min_iters || seconds_since(start) < min_seconds) {
+    const auto t = Clock::now();
+    fn();
+    times.push_back(seconds_since(t));
+  }
+  return times;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+// ---- 1. roofline ---------------------------------------------------------------------------
+
+json roofline(const Config& c) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = c.roof_batch, ch = c.roof_channels, s = c.roof_size;
+  const double flop = 2.0 * ch * ch * 9 * s * s * n;  // pad 1, stride 1: Hout = Hin
+  json out = {{"op", "conv2d 3x3 stride 1 pad 1, channels-last"},
+              {"input", {n, ch, s, s}},
+              {"weight", {ch, ch, 3, 3}},
+              {"gflop_per_call", flop / 1e9}};
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto x = torch::randn({n, ch, s, s}).contiguous(torch::MemoryFormat::ChannelsLast).to(dtype);
+    auto w = (torch::randn({ch, ch, 3, 3}) * 0.05)
+                 .contiguous(torch::MemoryFormat::ChannelsLast)
+                 .to(dtype);
+    const auto times =
+        time_calls([&] { (void)torch::conv2d(x, w, {}, 1, 1); }, 2, c.min_iters, c.min_seconds);
+    const double best = *std::min_element(times.begin(), times.end());
+    const std::string key = dtype == torch::kFloat32 ? "fp32" : "bf16";
+    // The best call is the ceiling (other processes on a shared machine only slow calls down).
+    out[key] = {{"gflops", flop / best / 1e9},
+                {"gflops_mean", flop / mean(times) / 1e9},
+                {"calls", times.size()}};
+  }
+  return out;
+}
+
+// ---- 2. FLOPs per image --------------------------------------------------------------------
+
+/// Counted by a RecordFunction callback, i.e. a hook on every operator the forward dispatches:
+/// aten::convolution (weight [Cout, Cin/groups, kh, kw], output [N, Cout, Hout, Wout]) gives
+/// 2 * weight.numel() * Hout * Wout per image; aten::linear (weight [out, in]) gives 2*in*out
+/// per row. Nested calls (aten::_convolution, mkldnn kernels, addmm) are not counted again.
+struct FlopCounter {
+  double conv_flop = 0;
+  double linear_flop = 0;
+  int64_t conv_calls = 0;
+  int64_t linear_calls = 0;
+  int64_t rows = 0;  // batch of the last counted call
+};
+thread_local FlopCounter* g_counter = nullptr;
+
+/// Counted ops in progress on this thread: aten::linear may dispatch aten::addmm (and
+/// aten::convolution its own kernels); only the outermost counted op is counted.
+thread_local int g_depth = 0;
+
+struct OpContext : at::ObserverContext {
+  bool linear = false;
+  int64_t conv_weight_numel = 0;  // Cout * Cin/groups * kh * kw
+  double linear_flop = 0;
+  int64_t rows = 0;
+};
+
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
+  if (g_counter == nullptr) return nullptr;
+  const std::string name = fn.name();
+  const bool conv = name == "aten::convolution";
+  // Linear's forward is aten::linear, or aten::addmm for 2-D input with bias (torch::nn).
+  const bool linear = name == "aten::linear" || name == "aten::addmm" || name == "aten::mm" ||
+                      name == "aten::matmul";
+  if (!conv && !linear) return nullptr;
+  if (g_depth > 0) return nullptr;
+  const auto inputs = fn.inputs();
+  auto ctx = std::make_unique<OpContext>();
+  ctx->linear = linear;
+  if (conv || name == "aten::linear") {
+    if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isTensor()) return nullptr;
+    const auto weight = inputs[1].toTensor();
+    if (conv) {
+      ctx->conv_weight_numel = weight.numel();
+    } else {  // weight [out, in], input [..., in]
+      ctx->rows = inputs[0].toTensor().numel() / weight.size(1);
+      ctx->linear_flop = 2.0 * weight.numel() * ctx->rows;
+    }
+  } else {  // addmm(bias, a, b) / mm(a, b) / matmul(a, b): a [rows, in], b [in, out]
+    const size_t first = name == "aten::addmm" ? 1 : 0;
+    if (inputs.size() < first + 2 || !inputs[first].isTensor() || !inputs[first + 1].isTensor())
+      return nullptr;
+    const auto a = inputs[first].toTensor(), b = inputs[first + 1].toTensor();
+    if (a.dim() != 2 || b.dim() != 2) return nullptr;
+    ctx->rows = a.size(0);
+    ctx->linear_flop = 2.0 * a.size(0) * a.size(1) * b.size(1);
+  }
+  ++g_depth;
+  return ctx;
+}
+
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
+  auto* ctx = static_cast<OpContext*>(raw);
+  if (ctx == nullptr) return;
+  --g_depth;
+  if (g_counter == nullptr) return;
+  if (ctx->linear) {
+    g_counter->linear_flop += ctx->linear_flop;
+    g_counter->linear_calls += 1;
+    g_counter->rows = ctx->rows;
+    return;
+  }
+  if (fn.outputs().empty() || !fn.outputs()[0].isTensor()) return;
+  const auto out = fn.outputs()[0].toTensor().sizes();  // [N, Cout, Hout, Wout]
+  g_counter->conv_flop += 2.0 * ctx->conv_weight_numel * out[0] * out[2] * out[3];
+  g_counter->conv_calls += 1;
+  g_counter->rows = out[0];
+}
+
+json count_flops(pets::model::ResNet50d& model, const Config& c) {
+  int64_t conv_modules = 0, linear_modules = 0, conv_weight_numel = 0;
+  for (const auto& m : model->modules(/*include_self=*/false)) {
+    if (auto* conv = m->as<torch::nn::Conv2dImpl>()) {
+      ++conv_modules;
+      conv_weight_numel += conv->weight.numel();
+    }
+    if (m->as<torch::nn::LinearImpl>() != nullptr) ++linear_modules;
+  }
+  FlopCounter counter;
+  {
+    torch::NoGradGuard no_grad;
+    const int64_t n = 2;
+    auto x = torch::randn({n, 3, c.image_size, c.image_size})
+                 .contiguous(torch::MemoryFormat::ChannelsLast);
+    auto handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&on_op_start, &on_op_end).needsInputs(true).needsOutputs(true));
+    g_counter = &counter;
+    const bool was_training = model->is_training();
+    model->eval();  // the count does not depend on the mode; eval leaves BN statistics alone
+    (void)model->forward(x);
+    model->set_backbone_training(was_training);
+    g_counter = nullptr;
+    at::removeCallback(handle);
+    counter.conv_flop /= static_cast<double>(n);
+    counter.linear_flop /= static_cast<double>(n);
+  }
+  PETS_CHECK(counter.conv_calls == conv_modules,
+             "FLOP hook saw " + std::to_string(counter.conv_calls) +
+                 " convolutions, the model has " + std::to_string(conv_modules) +
+                 " Conv2d modules");
+  PETS_CHECK(counter.linear_calls == linear_modules, "FLOP hook missed the linear layer");
+  const double forward = counter.conv_flop + counter.linear_flop;
+  // A frozen-backbone step adds only fc's weight and bias gradients (the input needs none).
+  const double fc_backward = counter.linear_flop;
+  return {{"image_size", c.image_size},
+          {"method",
+           "RecordFunction hook on aten::convolution and aten::linear/addmm during the model's "
+           "forward"},
+          {"conv_modules", conv_modules},
+          {"conv_calls", counter.conv_calls},
+          {"linear_calls", counter.linear_calls},
+          {"conv_weights", conv_weight_numel},
+          {"conv_gflop_per_image", counter.conv_flop / 1e9},
+          {"linear_gflop_per_image", counter.linear_flop / 1e9},
+          {"forward_gflop_per_image", forward / 1e9},
+          {"train_step_gflop_per_image", (forward + fc_backward) / 1e9},
+          {"note", "BN, ReLU, pooling and the loss are not counted (memory-bound)"}};
+}
+
+// ---- 3. model-only step --------------------------------------------------------------------
+
+json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop,
+                const json& roof) {
+  model->freeze_backbone();
+  model->to_channels_last();
+  model->set_backbone_training(c.bn_mode == "train");
+  // NCHW as the loader delivers it; the step converts to channels-last as the trainer does.
+  auto pixels = torch::randn({c.batch, 3, c.image_size, c.image_size});
+  auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
+  json out = {{"batch", c.batch},
+              {"image_size", c.image_size},
+              {"bn_mode", c.bn_mode},
+              {"threads", torch::get_num_threads()}};
+  for (const std::string precision : {"fp32", "bf16"}) {
+    auto step = [&] {
+      torch::Tensor features;
+      {
+        torch::NoGradGuard no_grad;
+        if (precision == "bf16") {
+          at::autocast::set_cpu_enabled(true);
+          at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        }
+        features = model->forward_features(pixels.contiguous(torch::MemoryFormat::ChannelsLast))
+                       .to(torch::kFloat32);
+        if (precision == "bf16") {
+          at::autocast::set_cpu_enabled(false);
+          at::autocast::clear_cache();
+        }
+      }
+      auto loss = torch::nn::functional::cross_entropy(
+          model->forward_head(features), labels,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      loss.backward();
+      PETS_CHECK(std::isfinite(loss.item<double>()), "model step: non-finite loss");
+      for (auto& p : model->fc->parameters()) p.mutable_grad().reset();
+    };
+    const auto times = time_calls(step, c.warmup, c.min_iters, c.min_seconds);
+    const double per_step = mean(times);
+    const double ips = c.batch / per_step;
+    const double roof_gflops = roof.at(precision).at("gflops").get<double>();
+    out[precision] = {
+        {"images_per_s", ips},
+        {"seconds_per_step", per_step},
+        {"best_images_per_s", c.batch / *std::min_element(times.begin(), times.end())},
+        {"steps", times.size()},
+        {"achieved_gflops", ips * step_gflop},
+        {"roofline_images_per_s", roof_gflops / step_gflop},
+        {"roofline_fraction", ips * step_gflop / roof_gflops}};
+  }
+  return out;
+}
+
+// ---- 4. loader -----------------------------------------------------------------------------
+
+json loader_bench(const Config& c, const std::string& store) {
+  pets::data::LoaderOptions lo;
+  lo.path = store;
+  lo.rank = 0;
+  lo.world = c.loader_world;
+  lo.train_batch = c.smoke ? 2 : c.train_batch;
+  lo.image_size = c.image_size;
+  lo.workers = c.loader_workers;
+  lo.prefetch = 3;
+  pets::data::Loader loader(lo);
+  int64_t images = 0;
+  const auto start = Clock::now();
+  for (int epoch = 0; epoch < c.loader_epochs; ++epoch) {
+    loader.start_epoch(pets::data::SplitKind::kTrain, epoch);
+    while (auto batch = loader.next()) images += batch->n;
+  }
+  const double secs = seconds_since(start);
+  PETS_CHECK(images > 0, "loader bench: the store's training split gave no images");
+  return {{"what", "HDF5 read + RandomResizedCrop + resize + normalise (train split)"},
+          {"rank", 0},
+          {"world", c.loader_world},
+          {"workers", c.loader_workers},
+          {"batch", lo.train_batch},
+          {"image_size", c.image_size},
+          {"epochs", c.loader_epochs},
+          {"images", images},
+          {"seconds", secs},
+          {"images_per_s", images / secs}};
+}
+
+// ---- 5./6. end to end ----------------------------------------------------------------------
+
+double run_command(const std::string& command, const std::string& log) {
+  std::cerr << "pets_bench: " << command << "\n";
+  const auto start = Clock::now();
+  const int rc = std::system((command + " > " + quote(log) + " 2>&1").c_str());
+  const double secs = seconds_since(start);
+  if (rc != 0) {
+    std::ifstream in(log);
+    std::stringstream tail;
+    tail << in.rdbuf();
+    std::string text = tail.str();
+    if (text.size() > 2000) text = text.substr(text.size() - 2000);
+    PETS_ERROR("command failed (status " + std::to_string(rc) + "): " + command + "\n" + text);
+  }
+  return secs;
+}
+
+std::string launcher(const Config& c, int np, const std::string& extra) {
+  std::string cmd = quote(c.mpiexec) + " " + c.np_flag + " " + std::to_string(np);
+  if (!c.mpi_preflags.empty()) cmd += " " + c.mpi_preflags;
+  if (!extra.empty()) cmd += " " + extra;
+  return cmd;
+}
+
+json prepare_data(const Config& c, std::string& store) {
+  if (!c.data.empty()) {
+    store = c.data;
+    return {{"store", store}, {"synthesised", false}};
+  }
+  const fs::path work = fs::absolute(c.work);
+  const fs::path images = work / "images";
+  store = (work / "pets.h5").string();
+  fs::remove_all(images);
+  fs::remove(store);
+  const double synth_s =
+      run_command(quote(c.synth_exe) + " --out " + quote(images.string()) + " --per-class " +
+                      std::to_string(c.per_class) + " --classes " +
+                      std::to_string(c.synth_classes) + " --seed 1",
+                  (work / "synth.log").string());
+  const double prep_s =
+      run_command(launcher(c, 2, "") + " " + quote(c.preprocess_exe) + " --images " +
+                      quote(images.string()) + " --out " + quote(store),
+                  (work / "preprocess.log").string());
+  return {{"store", store},
+          {"synthesised", true},
+          {"images", c.per_class * c.synth_classes},
+          {"classes", c.synth_classes},
+          {"synth_seconds", synth_s},
+          {"preprocess_np", 2},
+          {"preprocess_seconds", prep_s}};
+}
+
+json e2e_run(const Config& c, const std::string& store, const std::string& name, int np,
+             const std::string& extra_launch, const std::string& extra_args) {
+  const fs::path work = fs::absolute(c.work);
+  const fs::path out = work / ("run_" + name);
+  fs::remove_all(out);
+  const std::string cmd = launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " +
+                          quote(store) + " --epochs " + std::to_string(c.epochs) +
+                          " --batch-size " + std::to_string(c.train_batch) + " --eval-batch-size " +
+                          std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
+                          (extra_args.empty() ? "" : " " + extra_args);
+  const double wall = run_command(cmd, (work / ("run_" + name + ".log")).string());
+  std::ifstream in(out / "metrics.jsonl");
+  PETS_CHECK(in.good(), "pets_train wrote no " + (out / "metrics.jsonl").string());
+  json epochs = json::array();
+  double train_img = 0, train_s = 0, eval_img = 0, eval_s = 0, wait_s = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json e = json::parse(line);
+    const double ts = e.at("train_seconds"), es = e.at("eval_seconds");
+    train_img += e.at("train_images_per_s").get<double>() * ts;
+    eval_img += e.at("eval_images_per_s").get<double>() * es;
+    train_s += ts;
+    eval_s += es;
+    wait_s += e.at("loader_wait_share").get<double>() * ts;
+    epochs.push_back(e);
+  }
+  PETS_CHECK(
+      !epochs.empty() && train_s > 0 && eval_s > 0,
+      "pets_train's metrics.jsonl has no complete epoch: " + (out / "metrics.jsonl").string());
+  return {{"command", cmd},
+          {"np", np},
+          {"wall_seconds", wall},
+          {"epochs", epochs.size()},
+          {"train_images_per_s", train_img / train_s},
+          {"eval_images_per_s", eval_img / eval_s},
+          {"train_seconds", train_s},
+          {"eval_seconds", eval_s},
+          {"loader_wait_share", wait_s / train_s},
+          {"final_accuracy", epochs.back().at("accuracy")},
+          {"per_epoch", epochs}};
+}
+
+// ---- report --------------------------------------------------------------------------------
+
+void print_table(const json& r) {
+  char line[256];
+  auto row = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof line, fmt, args...);
+    std::cerr << line << "\n";
+  };
+  const auto& roof = r.at("roofline");
+  const auto& fl = r.at("flops");
+  const auto& ms = r.at("model_step");
+  row("%-34s %12s %12s", "", "fp32", "bf16");
+  row("%-34s %12.1f %12.1f", "roofline conv GFLOP/s", roof["fp32"]["gflops"].get<double>(),
+      roof["bf16"]["gflops"].get<double>());
+  row("%-34s %12.3f", "GFLOP/image (forward, counted)",
+      fl["forward_gflop_per_image"].get<double>());
+  row("%-34s %12.2f %12.2f", "model step images/s", ms["fp32"]["images_per_s"].get<double>(),
+      ms["bf16"]["images_per_s"].get<double>());
+  row("%-34s %11.1f%% %11.1f%%", "model step / roofline",
+      100 * ms["fp32"]["roofline_fraction"].get<double>(),
+      100 * ms["bf16"]["roofline_fraction"].get<double>());
+  row("%-34s %12.1f", "loader images/s (one rank)", r["loader"]["images_per_s"].get<double>());
+  if (r.contains("end_to_end")) {
+    row("%-22s %9s %9s %9s %8s %7s", "end to end", "train/s", "eval/s", "wall s", "wait %",
+        "acc %");
+    for (const auto& [name, run] : r["end_to_end"]["runs"].items())
+      row("%-22s %9.2f %9.2f %9.1f %8.2f %7.2f", name.c_str(),
+          run["train_images_per_s"].get<double>(), run["eval_images_per_s"].get<double>(),
+          run["wall_seconds"].get<double>(), 100 * run["loader_wait_share"].get<double>(),
+          run["final_accuracy"].get<double>());
+  }
+}
+
+/// Every section present, every measured number finite and positive, the FLOP hook complete.
+int check_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "check: cannot read " << path << "\n";
+    return 1;
+  }
+  json r;
+  try {
+    r = json::parse(in);
+  } catch (const std::exception& e) {
+    std::cerr << "check: " << path << " is not JSON: " << e.what() << "\n";
+    return 1;
+  }
+  std::vector<std::string> failures;
+  auto positive = [&](const json& j, const std::string& where) {
+    const json::json_pointer p(where);
+    if (!j.contains(p) || !j.at(p).is_number()) {
+      failures.push_back(where + ": missing");
+      return;
+    }
+    const double v = j.at(p).get<double>();
+    if (!std::isfinite(v) || v <= 0)
+      failures.push_back(where + ": not positive (" + std::to_string(v) + ")");
+  };
+  for (const char* p :
+       {"/threads", "/roofline/fp32/gflops", "/roofline/bf16/gflops", "/flops/conv_gflop_per_image",
+        "/flops/linear_gflop_per_image", "/flops/forward_gflop_per_image",
+        "/flops/train_step_gflop_per_image", "/flops/conv_modules", "/model_step/fp32/images_per_s",
+        "/model_step/bf16/images_per_s", "/model_step/fp32/roofline_fraction",
+        "/model_step/bf16/roofline_fraction", "/loader/images_per_s", "/loader/images"})
+    positive(r, p);
+  if (r.contains("/flops/conv_calls"_json_pointer) &&
+      r["flops"]["conv_calls"] != r["flops"]["conv_modules"])
+    failures.push_back("/flops: conv_calls != conv_modules");
+  const std::vector<std::string> runs = {"np2", "np2_bn_eval", "np1_threads2"};
+  for (const auto& name : runs) {
+    const std::string base = "/end_to_end/runs/" + name;
+    for (const char* f : {"/wall_seconds", "/train_images_per_s", "/eval_images_per_s",
+                          "/train_seconds", "/eval_seconds", "/epochs"})
+      positive(r, base + f);
+    const json::json_pointer w(base + "/loader_wait_share");
+    if (!r.contains(w) || !r.at(w).is_number() || r.at(w).get<double>() < 0 ||
+        r.at(w).get<double>() > 1)
+      failures.push_back(base + "/loader_wait_share: missing or outside [0, 1]");
+  }
+  for (const auto& f : failures) std::cerr << "check: " << f << "\n";
+  if (!failures.empty()) return 1;
+  std::cerr << "check: " << path << " complete\n";
+  return 0;
+}
+
+const char* kHelp =
+    "pets_bench [options]          run the benchmark, JSON to --report and stdout, table to "
+    "stderr\n"
+    "pets_bench --check FILE       validate a report (every section, positive numbers)\n"
+    "options (defaults in brackets):\n"
+    "  --smoke                tiny sizes for CI (batch 2, image 64, 1 epoch, 12 images)\n"
+    "  --threads N            torch threads for sections 1-3 [cores in the affinity mask]\n"
+    "  --batch N --image-size N --bn-mode train|eval   model-only step [64, 224, train]\n"
+    "  --roof-batch N --roof-channels N --roof-size N   roofline conv [8, 256, 56]\n"
+    "  --min-seconds S --min-iters N                    per measurement [3, 3]\n"
+    "  --loader-workers N --loader-world N --loader-epochs N   [1, 2, 2]\n"
+    "  --no-e2e  --e2e-bf16   skip the pets_train runs / add a bf16 one\n"
+    "  --data FILE            use this store instead of synthesising one\n"
+    "  --per-class N --classes N --epochs N --train-batch N --eval-batch N   [20, 37, 5, 64, 128]\n"
+    "  --train EXE --preprocess EXE --synth EXE --mpiexec EXE --np-flag F\n"
+    "  --mpi-preflags 'FLAGS' --np1-preflags 'FLAGS' ['', '--bind-to none']\n"
+    "  --work DIR --report FILE  [bench-work, bench-report.json]\n";
+
+Config parse(int argc, char** argv) {
+  Config c;
+  std::vector<std::string> a(argv + 1, argv + argc);
+  // --smoke first, so that explicit options override its sizes.
+  if (std::find(a.begin(), a.end(), "--smoke") != a.end()) {
+    c.smoke = true;
+    c.roof_batch = 1;
+    c.roof_channels = 64;
+    c.roof_size = 28;
+    c.min_seconds = 0.2;
+    c.min_iters = 2;
+    c.batch = 2;
+    c.image_size = 64;
+    c.warmup = 1;
+    c.loader_epochs = 1;
+    c.per_class = 4;
+    c.synth_classes = 3;
+    c.epochs = 1;
+    c.train_batch = 2;
+    c.eval_batch = 2;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto value = [&]() -> std::string {
+      if (i + 1 >= a.size()) usage(a[i] + " needs a value");
+      return a[++i];
+    };
+    auto integer = [&]() {
+      const std::string name = a[i];
+      const std::string v = value();
+      try {
+        size_t used = 0;
+        const int n = std::stoi(v, &used);
+        if (used != v.size() || n < 0) throw std::invalid_argument(v);
+        return n;
+      } catch (const std::exception&) {
+        usage(name + " needs a non-negative integer, got '" + v + "'");
+      }
+    };
+    const std::string& o = a[i];
+    if (o == "--smoke") {
+    } else if (o == "--help" || o == "-h") {
+      std::cout << kHelp;
+      std::exit(0);
+    } else if (o == "--threads")
+      c.threads = integer();
+    else if (o == "--batch")
+      c.batch = integer();
+    else if (o == "--image-size")
+      c.image_size = integer();
+    else if (o == "--bn-mode")
+      c.bn_mode = value();
+    else if (o == "--roof-batch")
+      c.roof_batch = integer();
+    else if (o == "--roof-channels")
+      c.roof_channels = integer();
+    else if (o == "--roof-size")
+      c.roof_size = integer();
+    else if (o == "--min-seconds") {
+      const std::string v = value();
+      char* end = nullptr;
+      c.min_seconds = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(c.min_seconds >= 0))
+        usage("--min-seconds needs a non-negative number, got '" + v + "'");
+    } else if (o == "--min-iters")
+      c.min_iters = integer();
+    else if (o == "--loader-workers")
+      c.loader_workers = integer();
+    else if (o == "--loader-world")
+      c.loader_world = integer();
+    else if (o == "--loader-epochs")
+      c.loader_epochs = integer();
+    else if (o == "--no-e2e")
+      c.e2e = false;
+    else if (o == "--e2e-bf16")
+      c.e2e_bf16 = true;
+    else if (o == "--data")
+      c.data = value();
+    else if (o == "--per-class")
+      c.per_class = integer();
+    else if (o == "--classes")
+      c.synth_classes = integer();
+    else if (o == "--epochs")
+      c.epochs = integer();
+    else if (o == "--train-batch")
+      c.train_batch = integer();
+    else if (o == "--eval-batch")
+      c.eval_batch = integer();
+    else if (o == "--train")
+      c.train_exe = value();
+    else if (o == "--preprocess")
+      c.preprocess_exe = value();
+    else if (o == "--synth")
+      c.synth_exe = value();
+    else if (o == "--mpiexec")
+      c.mpiexec = value();
+    else if (o == "--np-flag")
+      c.np_flag = value();
+    else if (o == "--mpi-preflags")
+      c.mpi_preflags = value();
+    else if (o == "--np1-preflags")
+      c.np1_preflags = value();
+    else if (o == "--work")
+      c.work = value();
+    else if (o == "--report")
+      c.report = value();
+    else
+      usage("unknown option '" + o + "' (see --help)");
+  }
+  if (c.bn_mode != "train" && c.bn_mode != "eval") usage("--bn-mode must be train or eval");
+  for (int v : {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
+                c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class})
+    if (v <= 0) usage("sizes and counts must be positive");
+  if (c.data.empty() && (c.synth_exe.empty() || c.preprocess_exe.empty()))
+    usage("--synth and --preprocess are needed unless --data names a store");
+  if (c.e2e && c.train_exe.empty()) usage("--train is needed (or --no-e2e)");
+  return c;
+}
+
+int run(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--check") return check_report(argv[2]);
+  const Config c = parse(argc, argv);
+  fs::create_directories(c.work);
+  torch::set_num_threads(c.threads > 0 ? c.threads : pets::train::affinity_cpu_count());
+  torch::manual_seed(0);
+  const auto start = Clock::now();
+
+  utsname u{};
+  uname(&u);
+  double load[3] = {0, 0, 0};
+  (void)getloadavg(load, 3);
+  json r = {{"schema", "pets_bench/1"},
+            {"date", now_iso()},
+            {"host", u.nodename},
+            {"cpu", first_line_of("lscpu 2>/dev/null | sed -n 's/^Model name: *//p'")},
+            {"cores_in_affinity_mask", pets::train::affinity_cpu_count()},
+            {"threads", torch::get_num_threads()},
+            {"torch_version", TORCH_VERSION},
+            {"smoke", c.smoke},
+            {"load_average_start", {load[0], load[1], load[2]}}};
+
+  std::string store;
+  std::cerr << "pets_bench: data\n";
+  const json data = prepare_data(c, store);
+
+  std::cerr << "pets_bench: 1. roofline\n";
+  r["roofline"] = roofline(c);
+  pets::model::ResNet50d model(c.classes);
+  std::cerr << "pets_bench: 2. FLOPs\n";
+  r["flops"] = count_flops(model, c);
+  std::cerr << "pets_bench: 3. model step\n";
+  r["model_step"] =
+      model_step(model, c, r["flops"]["train_step_gflop_per_image"].get<double>(), r["roofline"]);
+  std::cerr << "pets_bench: 4. loader\n";
+  r["loader"] = loader_bench(c, store);
+
+  if (c.e2e) {
+    json runs;
+    std::cerr << "pets_bench: 5. end to end -np 2\n";
+    runs["np2"] = e2e_run(c, store, "np2", 2, "", "");
+    std::cerr << "pets_bench: 6. end to end -np 2 --bn-mode eval, -np 1 --threads 2\n";
+    runs["np2_bn_eval"] = e2e_run(c, store, "np2_bn_eval", 2, "", "--bn-mode eval");
+    runs["np1_threads2"] = e2e_run(c, store, "np1_threads2", 1, c.np1_preflags, "--threads 2");
+    if (c.e2e_bf16)
+      runs["np2_bf16"] = e2e_run(c, store, "np2_bf16", 2, "", "--mixed-precision bf16");
+    r["end_to_end"] = {{"data", data},
+                       {"epochs", c.epochs},
+                       {"train_batch_per_rank", c.train_batch},
+                       {"eval_batch_per_rank", c.eval_batch},
+                       {"image_size", 224},
+                       {"runs", runs}};
+  }
+  (void)getloadavg(load, 3);
+  r["load_average_end"] = {load[0], load[1], load[2]};
+  r["bench_seconds"] = seconds_since(start);
+
+  const std::string text = r.dump(2);
+  {
+    std::ofstream out(c.report);
+    out << text << "\n";
+    PETS_CHECK(out.good(), "cannot write " + c.report);
+  }
+  std::cout << text << std::endl;
+  print_table(r);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const pets::UsageError& e) {
+    std::cerr << "pets_bench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "pets_bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}
