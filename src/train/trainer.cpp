@@ -52,6 +52,27 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
+/// The fault tests' hook: PETS_INJECT_FAULT="KIND:RANK:STEP" makes rank RANK fail at global
+/// step STEP, just before the step's allreduce (so its peers wait inside a collective). KIND is
+/// sigkill, abort, exit1, exit0 (exit before MPI_Finalize) or throw (a pets::Error).
+void maybe_inject_fault(int rank, int64_t global_step) {
+  static const char* spec = std::getenv("PETS_INJECT_FAULT");
+  if (spec == nullptr) return;
+  char kind[16] = {0};
+  int fault_rank = -1;
+  long long fault_step = -1;
+  if (std::sscanf(spec, "%15[a-z0-9]:%d:%lld", kind, &fault_rank, &fault_step) != 3) return;
+  if (fault_rank != rank || fault_step != global_step) return;
+  const std::string k = kind;
+  std::fprintf(stderr, "injecting fault '%s' on rank %d at step %lld\n", kind, rank, fault_step);
+  std::fflush(stderr);
+  if (k == "sigkill") std::raise(SIGKILL);
+  if (k == "abort") std::abort();
+  if (k == "exit1") std::exit(1);
+  if (k == "exit0") std::exit(0);
+  if (k == "throw") PETS_ERROR("injected fault at step " + std::to_string(global_step));
+}
+
 /// Where the run stands inside an epoch: what a mid-epoch checkpoint must carry.
 struct EpochPosition {
   int64_t step = 0;
@@ -343,6 +364,7 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
       reduced[head_numel + 1] = static_cast<double>(batch->n);
     }
     reduced[head_numel + 2] = g_stop_signal != 0 ? 1.0 : 0.0;
+    maybe_inject_fault(mpi_.rank(), schedule_->step_count());
     comm_.allreduce_sum(reduced);
     // The gradient of the mean loss over the global batch: what one process holding all of it
     // computes, also when the last batch is split unevenly (or empty on some ranks).

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A rank that dies in the middle of an epoch, while its peer waits in the step's allreduce (SIGKILL,
+# abort(), exit(1), exit(0) before MPI_Finalize, an uncaught fault, and SIGTERM to that one rank):
+# mpiexec must end non-zero within 30 s, say which rank failed, and leave no pets_train behind.
+# usage: test_faults.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+set -u
+synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+rm -rf "$work" && mkdir -p "$work"
+cd "$work" || exit 1
+"$synth" --out images --classes 2 --per-class 10 --seed 5 > /dev/null || exit 1
+$mpiexec $npflag 2 $preflags "$preprocess" --images images --out pets.h5 > /dev/null || exit 1
+
+# No process of this test may outlive its job: their command lines name this folder's outputs.
+leftovers() { pgrep -f -- "--out $work/run_" || true; }
+
+for kind in sigkill abort exit1 exit0 throw; do
+  start=$(date +%s)
+  PETS_INJECT_FAULT="$kind:1:2" timeout 120 $mpiexec $npflag 2 $preflags -x PETS_INJECT_FAULT \
+    "$train" --data pets.h5 --epochs 2 --batch-size 2 --out "$work/run_$kind" > "$kind.out" 2> "$kind.err"
+  status=$?
+  elapsed=$(( $(date +%s) - start ))
+  [ "$status" -ne 0 ] || fail "$kind: mpiexec exited 0"
+  [ "$status" -ne 124 ] || fail "$kind: the job hung (killed by timeout)"
+  [ "$elapsed" -le 30 ] || fail "$kind: took ${elapsed}s to end (limit 30 s)"
+  grep -q "injecting fault '$kind' on rank 1" "$kind.err" || fail "$kind: the fault was not injected"
+  # The failed rank is named: by our message (throw) or by mpiexec's report of the dead process.
+  grep -v "^injecting fault" "$kind.err" |
+    grep -qE "process rank 1 |Process name: \[\[[0-9]+,[0-9]+\],1\]|, rank 1\)" ||
+    { fail "$kind: no message names rank 1"; cat "$kind.err"; }
+  sleep 1
+  [ -z "$(leftovers)" ] || { fail "$kind: processes left behind: $(leftovers)"; pkill -9 -f -- "--out $work/run_" ; }
+  echo "ok: $kind on rank 1 -> exit $status after ${elapsed}s"
+done
+
+# SIGTERM to one rank only: the ranks agree at the next step and stop after a checkpoint (75).
+$mpiexec $npflag 2 $preflags "$train" --data pets.h5 --epochs 2 --batch-size 2 --out "$work/run_term" \
+  > term.out 2> term.err &
+mpi_pid=$!
+for _ in $(seq 1 600); do
+  [ -s "$work/run_term/latest" ] && break
+  sleep 0.1
+done
+ranks=$(pgrep -f -- "$train --data pets.h5 --epochs 2 --batch-size 2 --out $work/run_term" | grep -v "^$mpi_pid\$")
+victim=$(echo "$ranks" | tail -1)
+[ -n "$victim" ] && kill -TERM "$victim"
+start=$(date +%s)
+wait "$mpi_pid"; status=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$status" -eq 75 ] || { fail "SIGTERM to one rank: exit $status, not 75"; cat term.err; }
+[ "$elapsed" -le 30 ] || fail "SIGTERM to one rank: took ${elapsed}s"
+grep -q "continue with --resume" term.err || fail "SIGTERM to one rank: no checkpoint notice"
+[ -z "$(leftovers)" ] || fail "SIGTERM: processes left behind"
+
+if [ "$failures" -eq 0 ]; then echo "test_faults: all checks passed"; exit 0; fi
+echo "test_faults: $failures check(s) failed"; exit 1
