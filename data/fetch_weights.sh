@@ -3,25 +3,14 @@
 # the Hugging Face Hub into DIR/resnet50d.ra2_in1k.safetensors.
 # Usage: data/fetch_weights.sh [DIR]   (default: the folder of this script; HF_ENDPOINT honoured)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/download.sh"
 endpoint="${HF_ENDPOINT:-https://huggingface.co}"
 url="$endpoint/timm/resnet50d.ra2_in1k/resolve/main/model.safetensors"
 dest="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 out="$dest/resnet50d.ra2_in1k.safetensors"
 mkdir -p "$dest"
 if [ -s "$out" ]; then echo "fetch_weights: $out already exists; nothing to do"; exit 0; fi
-if command -v curl >/dev/null; then
-  get=(curl -fL --retry 3 --connect-timeout 20 -o "$out.part" "$url")
-elif command -v wget >/dev/null; then
-  get=(wget -t 3 -T 20 -O "$out.part" "$url")
-else
-  echo "fetch_weights: neither curl nor wget is installed" >&2; exit 1
-fi
-if ! "${get[@]}"; then
-  rm -f "$out.part"
-  echo "fetch_weights: cannot download $url (offline or blocked?)." >&2
-  echo "fetch_weights: without internet, train from random initialisation or copy the file here by hand." >&2
-  exit 1
-fi
+download_to fetch_weights "$url" "$out" "train from random initialisation or copy the file here by hand."
 # A safetensors file starts with an 8-byte little-endian header length, then a JSON header.
 if [ "$(head -c 9 "$out.part" | tail -c 1)" != "{" ]; then
   rm -f "$out.part"; echo "fetch_weights: the download is not a safetensors file" >&2; exit 1
