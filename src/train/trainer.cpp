@@ -15,6 +15,7 @@
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
+#include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/state_dict.hpp"
 #include "pets/train/adam.hpp"
@@ -194,6 +195,8 @@ class Trainer {
   /// Records the epoch; rank 0 prints the tutorial's line on stdout and a summary on stderr.
   void report_epoch(const EpochMetrics& metrics);
   std::string export_model() const;
+  /// The backbone's pooled features: the folded backbone under --bn-mode eval.
+  torch::Tensor features(data::Batch& batch);
   std::vector<torch::Tensor> head_params() const { return {model_->fc->weight, model_->fc->bias}; }
   /// What training changes in the model: the head and every buffer (BatchNorm statistics). The
   /// frozen weights come from --pretrained (or the seeded init) again on resume.
@@ -207,6 +210,13 @@ class Trainer {
   model::ResNet50d model_{nullptr};
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<OneCycleSchedule> schedule_;
+  /// --bn-mode eval: the backbone never changes, so it runs folded, and the evaluation images
+  /// (transformed deterministically) give the same features every epoch: computed once, cached.
+  std::unique_ptr<model::FoldedBackbone> folded_;
+  struct CachedBatch {
+    torch::Tensor features, labels;
+  };
+  std::optional<std::vector<CachedBatch>> eval_cache_;
   std::vector<std::string> labels_;
   int64_t first_epoch_ = 0;
   EpochPosition first_position_;
@@ -272,6 +282,19 @@ void Trainer::setup() {
   so.total_steps = options_.epochs * loader_->steps_per_epoch(SplitKind::kTrain);
   schedule_ = std::make_unique<OneCycleSchedule>(so);
   if (options_.resume) resume();
+  // PETS_BN_EVAL_UNFOLDED keeps the plain path (no fold, no cache), to compare against.
+  if (options_.bn_mode == BnMode::kEval && std::getenv("PETS_BN_EVAL_UNFOLDED") == nullptr) {
+    model_->eval();
+    folded_ = std::make_unique<model::FoldedBackbone>(*model_);
+  }
+}
+
+torch::Tensor Trainer::features(data::Batch& batch) {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(options_.mixed_precision);
+  const torch::Tensor images = batch_images(batch);
+  return (folded_ ? folded_->forward_features(images) : model_->forward_features(images))
+      .to(torch::kFloat32);
 }
 
 void Trainer::resume() {
@@ -294,11 +317,16 @@ void Trainer::resume() {
         throw UsageError(ckpt->path + ": was written with " + it.key() + " = " +
                          saved.at(it.key()).dump() + ", this run has " + it.value().dump());
     const int64_t steps = loader_->steps_per_epoch(SplitKind::kTrain);
-    if (ckpt->state.at("steps_per_epoch").get<int64_t>() != steps)
+    const int64_t saved_world = ckpt->state.at("world_size").get<int64_t>();
+    const bool mid_epoch = ckpt->state.at("position").at("step").get<int64_t>() > 0;
+    if (saved_world != mpi_.size() && mid_epoch)
+      throw UsageError(ckpt->path + ": a mid-epoch checkpoint of " + std::to_string(saved_world) +
+                       " ranks; resume it with as many (an end-of-epoch one resumes with any)");
+    if (saved_world == mpi_.size() && ckpt->state.at("steps_per_epoch").get<int64_t>() != steps)
       throw UsageError(ckpt->path + ": written with " +
                        ckpt->state.at("steps_per_epoch").dump() +
                        " steps per epoch, this run has " + std::to_string(steps) +
-                       " (another data set or rank count)");
+                       " (another data set)");
   });
   std::map<std::string, torch::Tensor> saved;
   for (const auto& [name, t] : ckpt->tensors) saved[name] = t;
@@ -321,12 +349,21 @@ void Trainer::resume() {
   }
   adam_->restore(m, v, ckpt->state.at("adam_steps").get<int64_t>());
   last_lr_ = ckpt->state.at("last_lr").get<double>();
-  schedule_->set_step_count(ckpt->state.at("schedule_steps").get<int64_t>());
   history_ = ckpt->state.at("history").get<std::vector<EpochMetrics>>();
   first_epoch_ = ckpt->state.at("epoch").get<int64_t>();
+  // Another rank count splits an epoch into another number of steps: the schedule continues
+  // from the same epoch boundary of its new length. (Adam keeps its count of updates made.)
+  schedule_->set_step_count(ckpt->state.at("world_size").get<int64_t>() == mpi_.size()
+                                ? ckpt->state.at("schedule_steps").get<int64_t>()
+                                : first_epoch_ * loader_->steps_per_epoch(SplitKind::kTrain));
   first_position_ = ckpt->state.at("position").get<EpochPosition>();
   progress_.line("resumed from " + ckpt->path + " at epoch " + std::to_string(first_epoch_) +
                  ", step " + std::to_string(first_position_.step));
+  if (const int64_t saved_world = ckpt->state.at("world_size").get<int64_t>();
+      saved_world != mpi_.size())
+    progress_.line("notice: the checkpoint was written by " + std::to_string(saved_world) +
+                   " ranks, this run has " + std::to_string(mpi_.size()) +
+                   ": the global batch and the steps per epoch change from here on");
 }
 
 bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
@@ -347,15 +384,9 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     // [fc.weight grad, fc.bias grad, loss sum, images, stop requests]: one allreduce per step.
     torch::Tensor reduced = torch::zeros({head_numel + 3}, torch::kFloat64);
     if (batch->n > 0) {
-      torch::Tensor features;
-      {
-        torch::NoGradGuard no_grad;
-        AutocastScope autocast(options_.mixed_precision);
-        features = model_->forward_features(batch_images(*batch)).to(torch::kFloat32);
-      }
       const auto labels = torch::from_blob(batch->labels.data(), {batch->n}, torch::kInt64);
       const auto loss = torch::nn::functional::cross_entropy(
-          model_->forward_head(features), labels,
+          model_->forward_head(features(*batch)), labels,
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
       loss.backward();
       reduced.narrow(0, 0, weight_numel).copy_(model_->fc->weight.grad().flatten());
@@ -452,19 +483,24 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   model_->eval();
   const auto start = Clock::now();
   int64_t counts[2] = {0, 0};  // correct, evaluated
-  loader_->start_epoch(SplitKind::kEval, epoch);
   torch::NoGradGuard no_grad;
-  while (std::optional<data::Batch> batch = loader_->next()) {
-    if (batch->n == 0) continue;
-    torch::Tensor features;
-    {
-      AutocastScope autocast(options_.mixed_precision);
-      features = model_->forward_features(batch_images(*batch)).to(torch::kFloat32);
+  const auto count = [&](const torch::Tensor& features, const torch::Tensor& labels) {
+    counts[0] += model_->forward_head(features).argmax(1).eq(labels).sum().item<int64_t>();
+    counts[1] += labels.size(0);
+  };
+  if (eval_cache_) {
+    for (const CachedBatch& b : *eval_cache_) count(b.features, b.labels);
+  } else {
+    std::vector<CachedBatch> fresh;
+    loader_->start_epoch(SplitKind::kEval, epoch);
+    while (std::optional<data::Batch> batch = loader_->next()) {
+      if (batch->n == 0) continue;
+      CachedBatch b{features(*batch),
+                    torch::from_blob(batch->labels.data(), {batch->n}, torch::kInt64).clone()};
+      count(b.features, b.labels);
+      if (folded_) fresh.push_back(std::move(b));
     }
-    const auto predictions = model_->forward_head(features).argmax(1);
-    const auto labels = torch::from_blob(batch->labels.data(), {batch->n}, torch::kInt64);
-    counts[0] += predictions.eq(labels).sum().item<int64_t>();
-    counts[1] += batch->n;
+    if (folded_) eval_cache_ = std::move(fresh);
   }
   comm_.allreduce_counters(counts, 2);
   metrics.eval_seconds = seconds_since(start);

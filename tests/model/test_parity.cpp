@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "fixture_dir.hpp"
+#include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/state_dict.hpp"
 
@@ -71,6 +72,19 @@ TEST(ResNet50dParity, EvalLogitsAndFeatures) {
   const torch::Tensor features = model->forward_features(io("input"));
   expect_close(features, io("features_eval"), "features_eval");
   expect_close(model->forward_head(features), io("logits_eval"), "logits_eval");
+}
+
+// --bn-mode eval runs the folded backbone: it must match timm's eval features as the model does.
+TEST(ResNet50dParity, FoldedEvalFeatures) {
+  ResNet50d model = load_model();
+  model->eval();
+  model->to_channels_last();
+  const pets::model::FoldedBackbone folded(*model);
+  const torch::Tensor features =
+      folded.forward_features(io("input").contiguous(torch::MemoryFormat::ChannelsLast));
+  expect_close(features, io("features_eval"), "folded features_eval");
+  torch::NoGradGuard no_grad;
+  expect_close(model->forward_head(features), io("logits_eval"), "folded logits_eval");
 }
 
 TEST(ResNet50dParity, TrainModeLogitsAndRunningStats) {

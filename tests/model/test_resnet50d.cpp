@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fixture_dir.hpp"
+#include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/state_dict.hpp"
 
@@ -79,6 +80,40 @@ TEST(ResNet50d, TimmInitZeroesLastBnOfEachBlock) {
   const auto w = params["layer4.0.conv2.weight"];
   const double expected = std::sqrt(2.0 / (512 * 9));
   EXPECT_NEAR(w.std().item<double>(), expected, 0.05 * expected);
+}
+
+// --bn-mode eval's folded backbone against the model in eval mode, with BatchNorm statistics and
+// affine parameters far from the identity (so that a fold in the wrong place or order shows), at
+// an odd size (the avg-down shortcuts round up) and channels-last, as the trainer runs it.
+TEST(FoldedBackbone, EqualsTheEvalModeModel) {
+  torch::manual_seed(3);
+  ResNet50d model(5);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& m : model->modules(false))
+      if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
+        bn->weight.uniform_(0.5, 1.5);
+        bn->bias.uniform_(-0.2, 0.2);
+        bn->running_mean.uniform_(-0.3, 0.3);
+        bn->running_var.uniform_(0.5, 2.0);
+      }
+  }
+  model->eval();
+  model->to_channels_last();
+  const auto x = torch::randn({2, 3, 97, 65}).contiguous(torch::MemoryFormat::ChannelsLast);
+  torch::NoGradGuard no_grad;
+  const auto expected = model->forward_features(x);
+  const auto folded = pets::model::FoldedBackbone(*model).forward_features(x);
+  ASSERT_EQ(folded.sizes(), expected.sizes());
+  const double scale = expected.abs().max().item<double>();
+  const double error = (folded - expected).abs().max().item<double>();
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LE(error, 1e-4 * scale) << "max abs error " << error << ", max |features| " << scale;
+  // A fold of other statistics is a different function: the comparison can see a stale fold.
+  for (auto& m : model->modules(false))
+    if (auto* bn = m->as<torch::nn::BatchNorm2d>()) bn->running_mean.add_(0.5);
+  const double stale = (pets::model::FoldedBackbone(*model).forward_features(x) - folded).abs().max().item<double>();
+  EXPECT_GT(stale, 1e-2 * scale);
 }
 
 }  // namespace

@@ -70,6 +70,20 @@ run_np 1 "$train" --data pets.h5 --epochs 1 --batch-size 4 --pretrained run_a/mo
   > d.out 2> d.err || { cat d.err; fail "reloading the exported model failed"; }
 grep -q "randomly initialised\|skipped" d.err && fail "exported model did not load as a full state dict"
 
+# 4b. --bn-mode eval runs the backbone with BatchNorm folded into the convolutions and computes
+#     the evaluation features once. Against the plain path (PETS_BN_EVAL_UNFOLDED): the same
+#     accuracies every epoch (the folded features differ by float rounding only, far from any
+#     decision on this set), and evaluations after the first much faster than the first.
+run_np 2 "$train" "${common[@]}" --bn-mode eval --out run_f > f.out 2> f.err || { cat f.err; fail "bn-mode eval exit $?"; }
+PETS_BN_EVAL_UNFOLDED=1 run_np 2 -x PETS_BN_EVAL_UNFOLDED "$train" "${common[@]}" --bn-mode eval --out run_u \
+  > u.out 2> u.err || { cat u.err; fail "bn-mode eval, unfolded, exit $?"; }
+cmp -s f.out u.out || { fail "folded and unfolded --bn-mode eval accuracies differ"; diff f.out u.out; }
+eval_rate() { sed -n "$2p" "$1" | sed 's/.*"eval_images_per_s":\([^,}]*\).*/\1/'; }
+awk -v first="$(eval_rate run_f/metrics.jsonl 1)" -v later="$(eval_rate run_f/metrics.jsonl 3)" \
+    -v plain="$(eval_rate run_u/metrics.jsonl 3)" \
+    'BEGIN { exit !(later > 10 * first && later > 10 * plain) }' ||
+  fail "cached evaluation is not faster: $(eval_rate run_f/metrics.jsonl 3) vs first $(eval_rate run_f/metrics.jsonl 1) img/s"
+
 # 5. Bad input: exit 2, one clear message.
 expect_usage() {
   local what=$1 needle=$2; shift 2

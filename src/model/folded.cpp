@@ -1,0 +1,90 @@
+#include "pets/model/folded.hpp"
+
+#include <torch/torch.h>
+
+#include "pets/model/resnet50d.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::model {
+namespace nn = torch::nn;
+
+namespace {
+
+/// Folds in float64 and rounds once, so the folded weights are the closest float32s to the
+/// exact products.
+FoldedBackbone::Conv fold(const nn::Conv2dImpl& conv, const nn::BatchNorm2dImpl& bn) {
+  torch::NoGradGuard no_grad;
+  PETS_CHECK(!conv.options.bias(), "folding expects bias-free convolutions");
+  const auto& o = bn.options;
+  const torch::Tensor scale = bn.weight.to(torch::kFloat64) /
+                              (bn.running_var.to(torch::kFloat64) + o.eps()).sqrt();
+  FoldedBackbone::Conv out;
+  out.weight = (conv.weight.to(torch::kFloat64) * scale.view({-1, 1, 1, 1}))
+                   .to(conv.weight.scalar_type())
+                   .contiguous(conv.weight.suggest_memory_format());
+  out.bias = (bn.bias.to(torch::kFloat64) - bn.running_mean.to(torch::kFloat64) * scale)
+                 .to(conv.weight.scalar_type());
+  out.stride = conv.options.stride()->at(0);
+  out.padding = c10::get<torch::ExpandingArray<2>>(conv.options.padding())->at(0);
+  return out;
+}
+
+const nn::Conv2dImpl& as_conv(const nn::Sequential& s, std::size_t i) {
+  return *s->ptr(i)->as<nn::Conv2d>();
+}
+const nn::BatchNorm2dImpl& as_bn(const nn::Sequential& s, std::size_t i) {
+  return *s->ptr(i)->as<nn::BatchNorm2d>();
+}
+
+}  // namespace
+
+at::Tensor FoldedBackbone::Conv::operator()(const at::Tensor& x) const {
+  return torch::conv2d(x, weight, bias, stride, padding);
+}
+
+FoldedBackbone::FoldedBackbone(const ResNet50dImpl& model) {
+  // The deep stem: conv-BN-ReLU, conv-BN-ReLU, conv, then the model's bn1.
+  stem_.push_back(fold(as_conv(model.conv1, 0), as_bn(model.conv1, 1)));
+  stem_.push_back(fold(as_conv(model.conv1, 3), as_bn(model.conv1, 4)));
+  stem_.push_back(fold(as_conv(model.conv1, 6), *model.bn1));
+  for (const auto* layer : {&model.layer1, &model.layer2, &model.layer3, &model.layer4}) {
+    for (const auto& child : (*layer)->children()) {
+      const auto* b = child->as<BottleneckImpl>();
+      PETS_CHECK(b != nullptr, "a layer holds something other than a Bottleneck");
+      Block block;
+      block.conv1 = fold(*b->conv1, *b->bn1);
+      block.conv2 = fold(*b->conv2, *b->bn2);
+      block.conv3 = fold(*b->conv3, *b->bn3);
+      if (b->downsample) {
+        block.has_shortcut = true;
+        if (const auto* pool = b->downsample->ptr(0)->as<nn::AvgPool2d>())
+          block.shortcut_stride = pool->options.stride()->at(0);
+        block.shortcut = fold(as_conv(b->downsample, 1), as_bn(b->downsample, 2));
+      }
+      blocks_.push_back(std::move(block));
+    }
+  }
+}
+
+at::Tensor FoldedBackbone::forward_features(const at::Tensor& input) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = stem_[0](input).relu_();
+  x = stem_[1](x).relu_();
+  x = stem_[2](x).relu_();
+  x = torch::max_pool2d(x, 3, 2, 1);
+  for (const Block& b : blocks_) {
+    torch::Tensor shortcut = x;
+    if (b.has_shortcut) {
+      if (b.shortcut_stride > 1)
+        shortcut = torch::avg_pool2d(shortcut, 2, b.shortcut_stride, 0, /*ceil_mode=*/true,
+                                     /*count_include_pad=*/false);
+      shortcut = b.shortcut(shortcut);
+    }
+    torch::Tensor y = b.conv1(x).relu_();
+    y = b.conv2(y).relu_();
+    x = b.conv3(y).add_(shortcut).relu_();
+  }
+  return x.mean({2, 3});
+}
+
+}  // namespace pets::model
