@@ -20,6 +20,7 @@
 #include "pets/model/state_dict.hpp"
 #include "pets/train/adam.hpp"
 #include "pets/train/checkpoint.hpp"
+#include "pets/train/grad_scaler.hpp"
 #include "pets/train/onecycle.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/atomic_file.hpp"
@@ -89,17 +90,28 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// bf16 autocast on the CPU for the frozen backbone; the head and the loss stay in fp32.
+/// Autocast for the frozen backbone (bf16 on the CPU; bf16 or fp16 on CUDA); the head and the
+/// loss stay in fp32.
 class AutocastScope {
  public:
-  explicit AutocastScope(MixedPrecision mode) : on_(mode == MixedPrecision::kBf16) {
+  AutocastScope(MixedPrecision mode, const torch::Device& device)
+      : on_(mode != MixedPrecision::kNo), cuda_(device.is_cuda()) {
     if (!on_) return;
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    const auto dtype = mode == MixedPrecision::kFp16 ? at::kHalf : at::kBFloat16;
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    }
   }
   ~AutocastScope() {
     if (!on_) return;
-    at::autocast::set_cpu_enabled(false);
+    if (cuda_)
+      at::autocast::set_enabled(false);
+    else
+      at::autocast::set_cpu_enabled(false);
     at::autocast::clear_cache();
   }
   AutocastScope(const AutocastScope&) = delete;
@@ -107,6 +119,7 @@ class AutocastScope {
 
  private:
   bool on_;
+  bool cuda_;
 };
 
 /// The settings a checkpoint must share with the run that resumes it.
@@ -120,10 +133,22 @@ nlohmann::json training_config(const TrainOptions& o, const std::vector<std::str
           {"labels", labels}};
 }
 
-torch::Tensor batch_images(data::Batch& batch) {
-  // channels-last runs oneDNN's fastest convolutions on the CPU.
+torch::Tensor batch_images(data::Batch& batch, const torch::Device& device) {
+  // channels-last runs oneDNN's (and cuDNN's) fastest convolutions.
   return torch::from_blob(batch.pixels.data(), {batch.n, 3, batch.h, batch.w}, torch::kFloat32)
+      .to(device)
       .contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
+torch::Tensor batch_labels(data::Batch& batch, const torch::Device& device) {
+  return torch::from_blob(batch.labels.data(), {batch.n}, torch::kInt64).to(device);
+}
+
+/// --device: CUDA device local_rank % count when asked for or (auto) present, else the CPU.
+torch::Device pick_device(DeviceChoice choice, int local_rank) {
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (choice == DeviceChoice::kCpu || count == 0) return torch::kCPU;
+  return {torch::kCUDA, static_cast<torch::DeviceIndex>(local_rank % count)};
 }
 
 /// Rank 0's progress: a redrawn line on a terminal, nothing in between epochs otherwise.
@@ -210,6 +235,9 @@ class Trainer {
   model::ResNet50d model_{nullptr};
   std::unique_ptr<Adam> adam_;
   std::unique_ptr<OneCycleSchedule> schedule_;
+  torch::Device device_{torch::kCPU};
+  /// fp16 only: dynamic loss scaling (bf16 has fp32's range and needs none).
+  std::optional<GradScaler> scaler_;
   /// --bn-mode eval: the backbone never changes, so it runs folded, and the evaluation images
   /// (transformed deterministically) give the same features every epoch: computed once, cached.
   std::unique_ptr<model::FoldedBackbone> folded_;
@@ -241,6 +269,8 @@ void Trainer::setup() {
                      "with `srun --mpi=pmix` (or mpirun inside the allocation)");
   check_devices(options_, static_cast<int>(torch::cuda::device_count()));
   torch::set_num_threads(options_.threads > 0 ? options_.threads : default_threads(mpi_));
+  device_ = pick_device(options_.device, mpi_.local_rank());
+  if (options_.mixed_precision == MixedPrecision::kFp16) scaler_.emplace();
   torch::manual_seed(options_.seed);
 
   data::LoaderOptions lo;
@@ -275,6 +305,9 @@ void Trainer::setup() {
   model_->freeze_backbone();
   model_->to_channels_last();
   comm::broadcast_module(comm_, *model_, 0);
+  model_->to(device_);
+  if (device_.is_cuda())
+    progress_.line("device: " + device_.str() + " on rank 0; every rank takes its local rank modulo the device count");
 
   adam_ = std::make_unique<Adam>(head_params());
   OneCycleOptions so;
@@ -291,8 +324,8 @@ void Trainer::setup() {
 
 torch::Tensor Trainer::features(data::Batch& batch) {
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(options_.mixed_precision);
-  const torch::Tensor images = batch_images(batch);
+  AutocastScope autocast(options_.mixed_precision, device_);
+  const torch::Tensor images = batch_images(batch, device_);
   return (folded_ ? folded_->forward_features(images) : model_->forward_features(images))
       .to(torch::kFloat32);
 }
@@ -344,10 +377,14 @@ void Trainer::resume() {
   }
   std::vector<torch::Tensor> m, v;
   for (std::size_t i = 0; i < head_params().size(); ++i) {
-    m.push_back(saved.at("adam.exp_avg." + std::to_string(i)));
-    v.push_back(saved.at("adam.exp_avg_sq." + std::to_string(i)));
+    m.push_back(saved.at("adam.exp_avg." + std::to_string(i)).to(device_));
+    v.push_back(saved.at("adam.exp_avg_sq." + std::to_string(i)).to(device_));
   }
   adam_->restore(m, v, ckpt->state.at("adam_steps").get<int64_t>());
+  if (const auto it = ckpt->state.find("grad_scaler"); scaler_ && it != ckpt->state.end())
+    agree_on_usage([&] {
+      scaler_->restore(it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>());
+    });
   last_lr_ = ckpt->state.at("last_lr").get<double>();
   history_ = ckpt->state.at("history").get<std::vector<EpochMetrics>>();
   first_epoch_ = ckpt->state.at("epoch").get<int64_t>();
@@ -384,11 +421,10 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     // [fc.weight grad, fc.bias grad, loss sum, images, stop requests]: one allreduce per step.
     torch::Tensor reduced = torch::zeros({head_numel + 3}, torch::kFloat64);
     if (batch->n > 0) {
-      const auto labels = torch::from_blob(batch->labels.data(), {batch->n}, torch::kInt64);
       const auto loss = torch::nn::functional::cross_entropy(
-          model_->forward_head(features(*batch)), labels,
+          model_->forward_head(features(*batch)), batch_labels(*batch, device_),
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      loss.backward();
+      (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
       reduced.narrow(0, 0, weight_numel).copy_(model_->fc->weight.grad().flatten());
       reduced.narrow(0, weight_numel, head_numel - weight_numel).copy_(model_->fc->bias.grad());
       reduced[head_numel] = loss.item<double>();
@@ -403,14 +439,22 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     {
       torch::NoGradGuard no_grad;
       const torch::Tensor grads = (reduced.narrow(0, 0, head_numel) / global_n).to(torch::kFloat32);
-      model_->fc->weight.mutable_grad() = grads.narrow(0, 0, weight_numel).view_as(model_->fc->weight).clone();
-      model_->fc->bias.mutable_grad() = grads.narrow(0, weight_numel, head_numel - weight_numel).clone();
+      model_->fc->weight.mutable_grad() =
+          grads.narrow(0, 0, weight_numel).view_as(model_->fc->weight).to(device_, false, true);
+      model_->fc->bias.mutable_grad() =
+          grads.narrow(0, weight_numel, head_numel - weight_numel).to(device_, false, true);
     }
     position.loss_sum += reduced[head_numel].item<double>();
     position.images += static_cast<int64_t>(global_n);
     last_lr_ = schedule_->lr();
-    adam_->step(schedule_->lr(), schedule_->beta1());
-    schedule_->step();
+    // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
+    // Accelerate, a skipped optimiser step also leaves the schedule where it is.
+    const bool skip = scaler_ && !scaler_->unscale({model_->fc->weight.grad(), model_->fc->bias.grad()});
+    if (!skip) {
+      adam_->step(schedule_->lr(), schedule_->beta1());
+      schedule_->step();
+    }
+    if (scaler_) scaler_->update(skip);
     adam_->zero_grad();
     position.step = step + 1;
     position.seconds = seconds_before + seconds_since(start);
@@ -459,7 +503,7 @@ void Trainer::sync_batchnorm() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat;
   for (const auto& t : floats) flat.push_back(t.flatten());
-  torch::Tensor packed = torch::cat(flat);
+  torch::Tensor packed = torch::cat(flat).cpu();  // MPI reduces host memory
   comm_.allreduce_average(packed);
   int64_t offset = 0;
   for (auto& t : floats) {
@@ -468,7 +512,7 @@ void Trainer::sync_batchnorm() {
   }
   std::vector<torch::Tensor> int_flat;
   for (const auto& t : ints) int_flat.push_back(t.flatten());
-  torch::Tensor counts = torch::cat(int_flat);
+  torch::Tensor counts = torch::cat(int_flat).cpu();
   comm_.broadcast(counts, 0);
   offset = 0;
   for (auto& t : ints) {
@@ -495,8 +539,8 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
     loader_->start_epoch(SplitKind::kEval, epoch);
     while (std::optional<data::Batch> batch = loader_->next()) {
       if (batch->n == 0) continue;
-      CachedBatch b{features(*batch),
-                    torch::from_blob(batch->labels.data(), {batch->n}, torch::kInt64).clone()};
+      // clone: on the CPU the labels would otherwise alias the batch's memory.
+      CachedBatch b{features(*batch), batch_labels(*batch, device_).clone()};
       count(b.features, b.labels);
       if (folded_) fresh.push_back(std::move(b));
     }
@@ -513,7 +557,7 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
 torch::Tensor Trainer::gather_rank_buffers() const {
   // Every buffer as float64 (exact for float32 statistics and the int64 counters).
   std::vector<torch::Tensor> flat;
-  for (const auto& b : model_->named_buffers(true)) flat.push_back(b.value().flatten().to(torch::kFloat64));
+  for (const auto& b : model_->named_buffers(true)) flat.push_back(b.value().flatten().to(torch::kCPU, torch::kFloat64));
   const torch::Tensor mine = torch::cat(flat).contiguous();
   const int count = static_cast<int>(mine.numel());
   torch::Tensor all = torch::empty({mpi_.size(), count}, torch::kFloat64);
@@ -543,13 +587,13 @@ void Trainer::save(int64_t epoch, const EpochPosition& position) {
   if (per_rank) rank_buffers = gather_rank_buffers();
   if (mpi_.rank() != 0) return;
   model::NamedTensors tensors;
-  for (const auto& [name, t] : resumable_state()) tensors.emplace_back("model." + name, t);
+  for (const auto& [name, t] : resumable_state()) tensors.emplace_back("model." + name, t.cpu());
   if (per_rank) tensors.emplace_back("rank_buffers", rank_buffers);
   for (std::size_t i = 0; i < adam_->exp_avg().size(); ++i) {
-    tensors.emplace_back("adam.exp_avg." + std::to_string(i), adam_->exp_avg()[i]);
-    tensors.emplace_back("adam.exp_avg_sq." + std::to_string(i), adam_->exp_avg_sq()[i]);
+    tensors.emplace_back("adam.exp_avg." + std::to_string(i), adam_->exp_avg()[i].cpu());
+    tensors.emplace_back("adam.exp_avg_sq." + std::to_string(i), adam_->exp_avg_sq()[i].cpu());
   }
-  const nlohmann::json state = {{"config", training_config(options_, labels_)},
+  nlohmann::json state = {{"config", training_config(options_, labels_)},
                                 {"adam_steps", adam_->steps()},
                                 {"schedule_steps", schedule_->step_count()},
                                 {"steps_per_epoch", loader_->steps_per_epoch(SplitKind::kTrain)},
@@ -558,6 +602,8 @@ void Trainer::save(int64_t epoch, const EpochPosition& position) {
                                 {"last_lr", last_lr_},
                                 {"world_size", mpi_.size()},
                                 {"history", history_}};
+  if (scaler_)
+    state["grad_scaler"] = {{"scale", scaler_->scale()}, {"growth_tracker", scaler_->growth_tracker()}};
   save_checkpoint(options_.out, schedule_->step_count(), state, tensors);
 }
 
@@ -573,7 +619,7 @@ std::string Trainer::export_model() const {
   const std::string path = (fs::path(options_.out) / "model.safetensors").string();
   model::NamedTensors tensors;
   for (const auto& [name, t] : model::state_dict(*model_))
-    tensors.emplace_back(name, t.contiguous());
+    tensors.emplace_back(name, t.cpu().contiguous());
   model::write_tensors(path, tensors, {{"format", "pt"}, {"arch", "resnet50d"},
                                        {"num_classes", std::to_string(labels_.size())}});
   return path;
