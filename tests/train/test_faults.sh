@@ -3,13 +3,7 @@
 # abort(), exit(1), exit(0) before MPI_Finalize, an uncaught fault, and SIGTERM to that one rank):
 # mpiexec must end non-zero within 30 s, say which rank failed, and leave no pets_train behind.
 # usage: test_faults.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
-set -u
-synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-rm -rf "$work" && mkdir -p "$work"
-cd "$work" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
 "$synth" --out images --classes 2 --per-class 10 --seed 5 > /dev/null || exit 1
 $mpiexec $npflag 2 $preflags "$preprocess" --images images --out pets.h5 > /dev/null || exit 1
 
@@ -54,5 +48,4 @@ elapsed=$(( $(date +%s) - start ))
 grep -q "continue with --resume" term.err || fail "SIGTERM to one rank: no checkpoint notice"
 [ -z "$(leftovers)" ] || fail "SIGTERM: processes left behind"
 
-if [ "$failures" -eq 0 ]; then echo "test_faults: all checks passed"; exit 0; fi
-echo "test_faults: $failures check(s) failed"; exit 1
+finish

@@ -8,14 +8,7 @@
 # each is, byte for byte, what a run stopped after that epoch leaves (the run continues from it
 # in memory exactly as a resumed one does from the file, which is what this test checks).
 # usage: test_resume.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
-set -u
-synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags "$@"; }
-
-rm -rf "$work" && mkdir -p "$work"
-cd "$work" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
 "$synth" --out images --classes 3 --per-class 30 --seed 11 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
 run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
 epochs=4
@@ -84,5 +77,4 @@ else
   fail "the stop did not land mid-epoch"; cat mid.err
 fi
 
-if [ "$failures" -eq 0 ]; then echo "test_resume: all checks passed"; exit 0; fi
-echo "test_resume: $failures check(s) failed"; exit 1
+finish

@@ -4,14 +4,7 @@
 # and --resume equal to an uninterrupted run, the exported model loading back, and bad input
 # refused with exit status 2.
 # usage: test_train_cli.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
-set -u
-synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags "$@"; }
-
-rm -rf "$work" && mkdir -p "$work"
-cd "$work" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
 "$synth" --out images --classes 3 --per-class 14 --seed 7 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
 run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
 common=(--data pets.h5 --epochs 3 --batch-size 4 --eval-batch-size 8 --max-lr 3e-2 --seed 42)
@@ -101,5 +94,4 @@ expect_usage "checkpoint of other labels" "labels differ" --data other.h5 --epoc
   --eval-batch-size 8 --seed 42 --out run_a --resume
 expect_usage "bad pretrained file" "fake.h5" "${common[@]}" --pretrained fake.h5 --out run_e
 
-if [ "$failures" -eq 0 ]; then echo "test_train_cli: all checks passed"; exit 0; fi
-echo "test_train_cli: $failures check(s) failed"; exit 1
+finish
