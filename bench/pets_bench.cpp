@@ -29,12 +29,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "pets/data/loader.hpp"
+#include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
@@ -296,12 +298,16 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   model->freeze_backbone();
   model->to_channels_last();
   model->set_backbone_training(c.bn_mode == "train");
+  // --bn-mode eval: the folded backbone, as pets_train runs it.
+  std::optional<pets::model::FoldedBackbone> folded;
+  if (c.bn_mode == "eval") folded.emplace(*model);
   // NCHW as the loader delivers it; the step converts to channels-last as the trainer does.
   auto pixels = torch::randn({c.batch, 3, c.image_size, c.image_size});
   auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
   json out = {{"batch", c.batch},
               {"image_size", c.image_size},
               {"bn_mode", c.bn_mode},
+              {"folded_batchnorm", folded.has_value()},
               {"threads", torch::get_num_threads()}};
   for (const std::string precision : {"fp32", "bf16"}) {
     auto step = [&] {
@@ -312,7 +318,8 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
           at::autocast::set_cpu_enabled(true);
           at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
         }
-        features = model->forward_features(pixels.contiguous(torch::MemoryFormat::ChannelsLast))
+        const auto x = pixels.contiguous(torch::MemoryFormat::ChannelsLast);
+        features = (folded ? folded->forward_features(x) : model->forward_features(x))
                        .to(torch::kFloat32);
         if (precision == "bf16") {
           at::autocast::set_cpu_enabled(false);
