@@ -10,6 +10,7 @@ packages=(
   libturbojpeg0-dev libpng-dev libgif-dev
   libboost-program-options-dev
   libgtest-dev
+  clang-14 libclang-rt-14-dev llvm-14  # the sanitizer build and libFuzzer targets (fuzz/); llvm-14: llvm-symbolizer
   nlohmann-json3-dev
   slurm-wlm munge
   jupyter-nbconvert python3-ipykernel python3-matplotlib

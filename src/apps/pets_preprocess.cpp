@@ -37,7 +37,7 @@ int preprocess_main(int argc, char** argv) {
     po::notify(vm);
   } catch (const po::error& e) {
     // Same argv on every rank: every rank throws, as run_mpi_program requires.
-    throw pets::UsageError(std::string("pets_preprocess: ") + e.what());
+    throw pets::UsageError(std::string("pets_preprocess: ") + pets::program_options_message(e));
   }
   const pets::data::PreprocessSummary s = pets::data::run_preprocess(o, MPI_COMM_WORLD);
   if (rank == 0) std::cout << "pets_preprocess: " << o.out << ": " << s.line() << "\n";

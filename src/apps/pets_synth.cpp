@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "pets/data/synth.hpp"
+#include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 
 namespace po = boost::program_options;
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
       }
       po::notify(vm);
     } catch (const po::error& e) {
-      throw pets::UsageError(std::string("pets_synth: ") + e.what());
+      throw pets::UsageError(std::string("pets_synth: ") + pets::program_options_message(e));
     }
     const std::int64_t n = pets::data::write_synthetic_dataset(o);
     std::cout << "pets_synth: wrote " << n << " files to " << o.out_dir << "\n";

@@ -18,11 +18,28 @@ herr_t collect_error(unsigned /*n*/, const H5E_error2_t* err, void* data) {
   if (err->desc && *err->desc) *out += " (" + std::string(err->desc) + ")";
   return 0;
 }
+
+herr_t keep_innermost(unsigned n, const H5E_error2_t* err, void* data) {
+  if (n != 0) return 0;
+  auto* out = static_cast<std::string*>(data);
+  char minor[128] = {0};
+  H5Eget_msg(err->min_num, nullptr, minor, sizeof(minor));
+  const std::string desc = err->desc ? err->desc : "";
+  *out = *minor == '\0' ? desc : desc.empty() ? std::string(minor) : std::string(minor) + " (" + desc + ")";
+  return 0;
+}
 }  // namespace
+
+std::string hdf5_root_cause() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text.empty() ? std::string("unknown HDF5 error") : text;
+}
 
 std::string hdf5_error_stack() {
   std::string text;
-  // Walking upward puts the caller-facing API frame first and the root cause last.
+  // Walking upward starts at the innermost frame (the root cause) and ends at the API call.
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_error, &text);
   H5Eclear2(H5E_DEFAULT);
   return text.empty() ? std::string("no HDF5 error stack") : text;

@@ -116,7 +116,10 @@ void decode_jpeg(tjhandle tj, const std::uint8_t* data, std::size_t size,
                     flags) != 0) {
     const std::string msg = tjGetErrorStr2(tj);
     if (tjGetErrorCode(tj) != TJERR_WARNING) {
-      r.reason = "corrupt JPEG: " + msg;
+      // TJFLAG_LIMITSCANS fails a valid file too; "corrupt" would send the user looking for
+      // damage that is not there.
+      const bool scan_limit = opt.limit_scans && msg.find("more than 500 scans") != std::string::npos;
+      r.reason = (scan_limit ? "over the scan limit: " : "corrupt JPEG: ") + msg;
       return;
     }
     // libjpeg reports a cut-off file as a warning and pads it with grey; that is not an image.

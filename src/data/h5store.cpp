@@ -80,6 +80,30 @@ std::string dims_text(const std::vector<hsize_t>& d) {
   return s + "]";
 }
 
+/// Refuses a dataset or attribute whose data cannot be in the file, before anything is
+/// allocated for it: a damaged 10 KB store may claim 2^40 images (chunked datasets with no
+/// chunks written read as fill values). Unfiltered data must fit in the file; filtered data
+/// may decode to 1032 times the file's size (deflate's largest ratio).
+void check_fits(const std::string& path, hid_t obj, bool attr, const std::string& what) {
+  H5Id type(attr ? H5Aget_type(obj) : H5Dget_type(obj));
+  std::uint64_t bytes = type.valid() ? H5Tget_size(type.get()) : 0;
+  bool overflow = false;
+  for (const hsize_t d : dims_of(obj, attr)) overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
+  H5Id file(H5Iget_file_id(obj));
+  hsize_t file_bytes = 0;
+  if (!file.valid() || H5Fget_filesize(file.get(), &file_bytes) < 0)
+    bad(path, "cannot get the file's size: " + hdf5_root_cause());
+  std::uint64_t limit = file_bytes;
+  if (!attr) {
+    H5Id dcpl(H5Dget_create_plist(obj));
+    if (H5Pget_nfilters(dcpl.get()) > 0) limit = file_bytes * 1032;
+  }
+  if (overflow || bytes > limit)
+    bad(path, what + " claims " + (overflow ? std::string("over 2^64") : std::to_string(bytes)) +
+                  " bytes of data, more than the " + std::to_string(file_bytes) +
+                  "-byte file can hold (damaged)");
+}
+
 /// Reads a fixed-length string dataset or attribute into strings.
 std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool attr,
                                       const std::string& what) {
@@ -88,12 +112,13 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
     bad(path, what + " is not a fixed-length string array");
   const std::vector<hsize_t> dims = dims_of(obj, attr);
   if (dims.size() > 1) bad(path, what + " has rank " + std::to_string(dims.size()) + ", expected 1");
+  check_fits(path, obj, attr, what);
   const std::size_t n = dims.empty() ? 1 : dims[0];
   const std::size_t len = H5Tget_size(type.get());
   std::vector<char> buf(n * len + 1, 0);
   const herr_t rc = attr ? H5Aread(obj, type.get(), buf.data())
                          : H5Dread(obj, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
-  if (rc < 0) bad(path, "cannot read " + what + ": " + hdf5_error_stack());
+  if (rc < 0) bad(path, "cannot read " + what + ": " + hdf5_root_cause());
   std::vector<std::string> out(n);
   for (std::size_t i = 0; i < n; ++i) {
     const char* s = buf.data() + i * len;
@@ -107,7 +132,7 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
 H5Id open_attr(const std::string& path, hid_t file, const char* name) {
   if (H5Aexists(file, name) <= 0) bad(path, std::string("root attribute '") + name + "' is missing");
   H5Id a(H5Aopen(file, name, H5P_DEFAULT));
-  if (!a.valid()) bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_error_stack());
+  if (!a.valid()) bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_root_cause());
   return a;
 }
 
@@ -123,25 +148,33 @@ T read_scalar_attr(const std::string& path, hid_t file, const char* name, hid_t 
     bad(path, std::string("attribute '") + name + "' is not a scalar");
   T value{};
   if (H5Aread(a.get(), mem_type, &value) < 0)
-    bad(path, std::string("cannot read attribute '") + name + "': " + hdf5_error_stack());
+    bad(path, std::string("cannot read attribute '") + name + "': " + hdf5_root_cause());
   return value;
 }
 
-/// Opens a dataset and checks its type class, element size (0: any), signedness and rank.
+/// Opens a dataset and checks its type class, element size (0: any), signedness (integers)
+/// and rank. The sign matters: HDF5 converts on read, so int8 pixels read as uint8 would
+/// silently clip every negative value to 0.
 H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname, const char* name,
-                  H5T_class_t cls, std::size_t size, int rank, std::vector<hsize_t>& dims) {
+                  H5T_class_t cls, std::size_t size, int rank, std::vector<hsize_t>& dims,
+                  H5T_sign_t sign = H5T_SGN_ERROR) {
   const std::string what = "/" + gname + "/" + name;
   if (H5Lexists(group, name, H5P_DEFAULT) <= 0) bad(path, "dataset " + what + " is missing");
   H5Id d(H5Dopen2(group, name, H5P_DEFAULT));
-  if (!d.valid()) bad(path, "cannot open dataset " + what + ": " + hdf5_error_stack());
+  if (!d.valid()) bad(path, "cannot open dataset " + what + ": " + hdf5_root_cause());
   H5Id type(H5Dget_type(d.get()));
-  if (H5Tget_class(type.get()) != cls || (size != 0 && H5Tget_size(type.get()) != size))
+  if (H5Tget_class(type.get()) != cls || (size != 0 && H5Tget_size(type.get()) != size) ||
+      (cls == H5T_INTEGER && H5Tget_sign(type.get()) != sign))
     bad(path, "dataset " + what + " has the wrong type (expected " +
-                  (cls == H5T_INTEGER ? std::to_string(size * 8) + "-bit integer" : "string") + ")");
+                  (cls == H5T_INTEGER ? std::string(sign == H5T_SGN_NONE ? "unsigned " : "signed ") +
+                                            std::to_string(size * 8) + "-bit integer"
+                                      : std::string("string")) +
+                  ")");
   dims = dims_of(d.get(), false);
   if (static_cast<int>(dims.size()) != rank)
     bad(path, "dataset " + what + " has shape " + dims_text(dims) + ", expected rank " +
                   std::to_string(rank));
+  check_fits(path, d.get(), false, "dataset " + what);
   return d;
 }
 
@@ -150,7 +183,7 @@ std::vector<T> read_all(const std::string& path, hid_t d, hid_t mem_type, std::s
                         const std::string& what) {
   std::vector<T> v(count);
   if (count > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-    bad(path, "cannot read " + what + ": " + hdf5_error_stack());
+    bad(path, "cannot read " + what + ": " + hdf5_root_cause());
   return v;
 }
 
@@ -163,10 +196,11 @@ std::vector<NameReason> read_table(const std::string& path, hid_t file, const ch
     bad(path, std::string("table /") + name + " is not a (name, reason) compound dataset");
   const std::vector<hsize_t> dims = dims_of(d.get(), false);
   if (dims.size() != 1) bad(path, std::string("table /") + name + " is not one-dimensional");
+  check_fits(path, d.get(), false, std::string("table /") + name);
   const std::size_t row = H5Tget_size(type.get());
   std::vector<char> buf(dims[0] * row + 1, 0);
   if (dims[0] > 0 && H5Dread(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
-    bad(path, std::string("cannot read /") + name + ": " + hdf5_error_stack());
+    bad(path, std::string("cannot read /") + name + ": " + hdf5_root_cause());
   std::size_t off[2], len[2];
   for (unsigned m = 0; m < 2; ++m) {
     off[m] = H5Tget_member_offset(type.get(), m);
@@ -193,14 +227,15 @@ std::vector<NameReason> read_table(const std::string& path, hid_t file, const ch
 Store::Store(const std::string& path) : path_(path) {
   std::lock_guard<std::mutex> lock(h5_mutex());
   silence_hdf5_errors();
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    const std::string stack = hdf5_error_stack();
-    throw UsageError("cannot open image store " + path +
-                     ": not an HDF5 file, or truncated / unreadable (" + stack + ")");
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 == 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw UsageError("cannot open image store " + path + ": not an HDF5 file (no HDF5 signature)");
   }
+  if (is_hdf5 < 0) throw UsageError("cannot open image store " + path + ": " + hdf5_root_cause());
   file_ = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file_.valid())
-    throw UsageError("cannot open image store " + path + ": " + hdf5_error_stack());
+    throw UsageError("cannot open image store " + path + ": " + hdf5_root_cause());
   const hid_t f = file_.get();
   const auto version =
       read_scalar_attr<std::int32_t>(path, f, "schema_version", H5T_NATIVE_INT32, H5T_INTEGER);
@@ -217,7 +252,9 @@ Store::Store(const std::string& path) : path_(path) {
       read_scalar_attr<double>(path, f, "train_fraction", H5T_NATIVE_DOUBLE, H5T_FLOAT);
   {
     H5Id a = open_attr(path, f, "tool_version");
-    tool_version_ = read_strings(path, a.get(), true, "attribute tool_version").at(0);
+    const std::vector<std::string> v = read_strings(path, a.get(), true, "attribute tool_version");
+    if (v.empty()) bad(path, "attribute tool_version is empty");
+    tool_version_ = v[0];
   }
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
     const std::string g = split_name(kind);
@@ -226,16 +263,18 @@ Store::Store(const std::string& path) : path_(path) {
     if (!group.valid()) bad(path, "/" + g + " is not a group");
     SplitIndex& s = kind == SplitKind::kTrain ? train_ : eval_;
     std::vector<hsize_t> dp, doff, dsh, dlab, dnam;
-    H5Id pixels = open_dataset(path, group.get(), g, "pixels", H5T_INTEGER, 1, 1, dp);
-    H5Id offsets = open_dataset(path, group.get(), g, "offsets", H5T_INTEGER, 8, 1, doff);
-    H5Id shapes = open_dataset(path, group.get(), g, "shapes", H5T_INTEGER, 4, 2, dsh);
-    H5Id labels = open_dataset(path, group.get(), g, "labels", H5T_INTEGER, 4, 1, dlab);
+    H5Id pixels = open_dataset(path, group.get(), g, "pixels", H5T_INTEGER, 1, 1, dp, H5T_SGN_NONE);
+    H5Id offsets = open_dataset(path, group.get(), g, "offsets", H5T_INTEGER, 8, 1, doff, H5T_SGN_NONE);
+    H5Id shapes = open_dataset(path, group.get(), g, "shapes", H5T_INTEGER, 4, 2, dsh, H5T_SGN_2);
+    H5Id labels = open_dataset(path, group.get(), g, "labels", H5T_INTEGER, 4, 1, dlab, H5T_SGN_2);
     H5Id names = open_dataset(path, group.get(), g, "names", H5T_STRING, 0, 1, dnam);
+    if (dsh[1] != 3)
+      bad(path, "dataset /" + g + "/shapes has shape " + dims_text(dsh) + ", expected [n, 3]");
     const hsize_t n = dlab[0];
-    if (doff[0] != n || dsh[0] != n || dsh[1] != 3 || dnam[0] != n)
+    if (doff[0] != n || dsh[0] != n || dnam[0] != n)
       bad(path, "/" + g + " datasets disagree on the image count: labels " + dims_text(dlab) +
-                    ", offsets " + dims_text(doff) + ", shapes " + dims_text(dsh) +
-                    " (expected [n, 3]), names " + dims_text(dnam));
+                    ", offsets " + dims_text(doff) + ", shapes " + dims_text(dsh) + ", names " +
+                    dims_text(dnam));
     s.pixel_bytes = dp[0];
     s.offsets = read_all<std::uint64_t>(path, offsets.get(), H5T_NATIVE_UINT64, n, "/" + g + "/offsets");
     std::vector<std::int32_t> flat =
@@ -290,7 +329,7 @@ Image Store::read_image(SplitKind kind, std::int64_t i) const {
   if (H5Dread(d, H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), H5P_DEFAULT,
               img.pixels.data()) < 0)
     throw UsageError("cannot read image " + std::to_string(i) + " of /" + split_name(kind) +
-                     "/pixels in " + path_ + ": " + hdf5_error_stack());
+                     "/pixels in " + path_ + ": " + hdf5_root_cause());
   return img;
 }
 

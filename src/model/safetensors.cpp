@@ -147,7 +147,10 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
     for (const json& d : *sh) {
       if (!d.is_number_unsigned()) fail(label, where + ": shape holds a non-integer or negative");
       const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && numel > (uint64_t{1} << 62) / dim) fail(label, where + ": shape overflows");
+      // Also bounds each dimension alone: after a zero dimension numel stays 0, and a dimension
+      // above INT64_MAX would turn negative in TensorInfo::shape.
+      if (dim > (uint64_t{1} << 62) || (dim != 0 && numel > (uint64_t{1} << 62) / dim))
+        fail(label, where + ": shape overflows");
       numel *= dim;
       info.shape.push_back(static_cast<int64_t>(dim));
     }

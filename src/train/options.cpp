@@ -3,15 +3,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
+#include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -189,7 +192,7 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
         po::command_line_parser(argc, argv).options(command_line).positional(no_positionals).run(),
         vm);
   } catch (const po::error& e) {
-    usage(std::string(e.what()) + " (see --help)");
+    usage(program_options_message(e) + " (see --help)");
   }
 
   ParseResult result;
@@ -200,12 +203,22 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
   }
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
-    std::ifstream file(path);
+    std::ifstream file(path, std::ios::binary);
     if (!file) usage("--config: cannot read '" + path + "': " + std::strerror(errno));
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    // Boost keeps a carriage return as part of the value (an --out folder "runs\r"), which
+    // --write-config then refuses: accept Windows line endings, refuse any other CR.
+    for (std::size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at)) {
+      if (at + 1 < text.size() && text[at + 1] != '\n')
+        usage("config file '" + path + "': carriage return inside line " +
+              std::to_string(1 + std::count(text.begin(), text.begin() + at, '\n')));
+      text.erase(at, 1);
+    }
+    std::istringstream lines(text);
     try {
-      po::store(po::parse_config_file(file, training_options(), /*allow_unregistered=*/false), vm);
+      po::store(po::parse_config_file(lines, training_options(), /*allow_unregistered=*/false), vm);
     } catch (const po::error& e) {
-      usage("config file '" + path + "': " + e.what());
+      usage("config file '" + path + "': " + program_options_message(e));
     }
   }
   po::notify(vm);

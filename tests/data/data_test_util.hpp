@@ -2,7 +2,9 @@
 // Helpers shared by the data tests: unique scratch folders and small synthetic stores.
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pets::data::testing {
 
@@ -21,5 +23,16 @@ class ScratchDir {
 /// Writes a synthetic folder (no quirks) and preprocesses it on `comm` into `out`.
 void make_store(const std::string& images_dir, const std::string& out, int classes, int per_class,
                 MPI_Comm comm, int max_side = 128);
+
+/// A small baseline JPEG whose frame header (SOF0) claims `width` x `height`: a decoder that
+/// trusted it would allocate width * height * 3 bytes.
+std::vector<std::uint8_t> jpeg_claiming_size(int width, int height);
+
+/// A progressive JPEG of `scans` scans or more: the encoder's own file with its last scan
+/// repeated (libjpeg warns about the progression and decodes it; only a scan limit stops it).
+std::vector<std::uint8_t> jpeg_with_scans(int scans);
+
+/// The number of start-of-scan segments in a JPEG.
+int count_jpeg_scans(const std::vector<std::uint8_t>& jpeg);
 
 }  // namespace pets::data::testing

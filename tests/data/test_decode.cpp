@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
+#include "data_test_util.hpp"
 #include "pets/util/error.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/data/encode.hpp"
@@ -174,6 +177,79 @@ TEST(Decode, PixelLimitFromTheHeaderBeforeAllocation) {
   EXPECT_NE(r.reason.find("pixel limit"), std::string::npos) << r.reason;
   tight.max_pixels = 16 * 16;
   EXPECT_TRUE(decode(encode_png(sample(16, 16)), tight).ok);
+}
+
+namespace {
+/// A field of /proc/self/status in kB (VmRSS, VmHWM), or -1 where there is none.
+long proc_status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream rest(line.substr(field.size() + 1));
+    long kb = -1;
+    rest >> kb;
+    return kb;
+  }
+  return -1;
+}
+
+/// Peak growth of the resident set (MB) while `f` runs: VmHWM is reset to the current RSS first
+/// (clear_refs 5), so peaks of earlier tests do not hide this one's. -1 where Linux lacks it.
+template <typename F>
+double peak_rss_growth_mb(F&& f) {
+  {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    if (!clear) return -1;
+  }
+  const long before = proc_status_kb("VmRSS");
+  if (before < 0 || proc_status_kb("VmHWM") > before + 1024) return -1;  // reset did not work
+  f();
+  return (proc_status_kb("VmHWM") - before) / 1024.0;
+}
+}  // namespace
+
+TEST(Decode, HeaderClaiming65500SquaredIsRefusedWithBoundedMemory) {
+  // 65500 x 65500 is the largest frame JPEG can declare: 4.3 GP, 12.9 GB as RGB.
+  const auto huge = pets::data::testing::jpeg_claiming_size(65500, 65500);
+  // The measurement must see an allocation of the size that matters: a 4096 x 4096 claim with
+  // no pixel limit makes the decoder allocate (and libjpeg fill) 48 MB.
+  DecodeOptions unlimited;
+  unlimited.max_pixels = UINT64_MAX;
+  const double control = peak_rss_growth_mb([&] {
+    decode(pets::data::testing::jpeg_claiming_size(4096, 4096), unlimited);
+  });
+  if (control < 0) GTEST_SKIP() << "SKIPPED: /proc/self/clear_refs cannot reset VmHWM here";
+  ASSERT_GT(control, 40.0) << "the RSS measurement does not see a 48 MB buffer";
+
+  DecodeResult r;
+  const double growth = peak_rss_growth_mb([&] { r = decode(huge); });
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.source_width, 65500);
+  EXPECT_EQ(r.source_height, 65500);
+  EXPECT_NE(r.reason.find("pixel limit (65500x65500 = 4290250000 pixels"), std::string::npos)
+      << r.reason;
+  EXPECT_LT(growth, 16.0) << "decoding a refused header grew the resident set by " << growth << " MB";
+}
+
+TEST(Decode, ProgressiveJpegOverTheScanLimitIsRefused) {
+  const auto bomb = pets::data::testing::jpeg_with_scans(600);
+  ASSERT_GE(pets::data::testing::count_jpeg_scans(bomb), 600);
+  const DecodeResult r = decode(bomb);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("scan limit"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("more than 500 scans"), std::string::npos) << r.reason;
+  // Only the limit refuses it: without it libjpeg decodes the file (warning about the
+  // repeated refinement scans), so the test above is about the scan count, not damage.
+  DecodeOptions no_limit;
+  no_limit.limit_scans = false;
+  const DecodeResult unlimited = decode(bomb, no_limit);
+  EXPECT_TRUE(unlimited.ok) << unlimited.reason;
+  // Up to the limit a file is an image.
+  const DecodeResult fine = decode(pets::data::testing::jpeg_with_scans(400));
+  EXPECT_TRUE(fine.ok) << fine.reason;
 }
 
 TEST(Decode, MaxSideDownscalesKeepingAspect) {

@@ -99,6 +99,35 @@ TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
   EXPECT_EQ(files, 1);
 }
 
+TEST(Preprocess, DecompressionBombsSkippedWithReasonsTheRestStored) {
+  ScratchDir dir("bombs");
+  SynthOptions so;
+  so.out_dir = dir / "images";
+  so.classes = 2;
+  so.per_class = 4;
+  ASSERT_EQ(write_synthetic_dataset(so), 8);
+  const std::string huge = pet_breeds()[0] + "_9001.jpg";
+  const std::string scans = pet_breeds()[1] + "_9002.jpg";
+  auto write = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
+    std::ofstream(fs::path(so.out_dir) / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  };
+  write(huge, pets::data::testing::jpeg_claiming_size(65500, 65500));
+  write(scans, pets::data::testing::jpeg_with_scans(600));
+  PreprocessOptions po;
+  po.images_dir = so.out_dir;
+  po.out = dir / "pets.h5";
+  const PreprocessSummary sum = run_preprocess(po, MPI_COMM_WORLD);
+  EXPECT_EQ(sum.stored, 8);
+  EXPECT_TRUE(contains(sum.line(), "8 stored, 2 skipped: ")) << sum.line();
+  const Store store(po.out);
+  std::map<std::string, std::string> skipped(store.skipped().begin(), store.skipped().end());
+  EXPECT_EQ(skipped.size(), 2u);
+  EXPECT_TRUE(contains(skipped[huge], "pixel limit (65500x65500")) << huge << ": " << skipped[huge];
+  EXPECT_TRUE(contains(skipped[scans], "scan limit")) << scans << ": " << skipped[scans];
+  EXPECT_EQ(store.split(SplitKind::kTrain).size() + store.split(SplitKind::kEval).size(), 8);
+}
+
 TEST(Preprocess, FailedRunsLeaveNoFileAtOut) {
   ScratchDir dir("fail");
   fs::create_directories(dir / "empty");

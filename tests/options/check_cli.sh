@@ -54,6 +54,8 @@ case "$case_name" in
   unknown_option) expect_usage "--bogus" --data d.h5 --bogus ;;
   bad_value) expect_usage "--max-lr" --data d.h5 --max-lr abc ;;
   zero_epochs) expect_usage "--epochs must be positive" --data d.h5 --epochs 0 ;;
+  negative_epochs) expect_usage "--epochs must be positive" --data d.h5 --epochs -3 ;;
+  zero_batch) expect_usage "--batch-size" --data d.h5 --batch-size 0 ;;
   negative_batch) expect_usage "--batch-size" --data d.h5 --batch-size=-4 ;;
   zero_eval_batch) expect_usage "--eval-batch-size" --data d.h5 --eval-batch-size 0 ;;
   repeated_option) expect_usage "--epochs" --data d.h5 --epochs 2 --epochs 3 ;;

@@ -16,6 +16,11 @@ void silence_hdf5_errors();
 /// The current HDF5 error stack as one line ("major: minor: description; ..."), then clears it.
 std::string hdf5_error_stack();
 
+/// Only the innermost frame of the HDF5 error stack, where the fault was found ("File has been
+/// truncated (truncated file: eof = ...)"), then clears the stack: for messages to users, who
+/// need the cause, not HDF5's call chain.
+std::string hdf5_root_cause();
+
 [[noreturn]] void throw_h5_error(const char* call, const char* file, int line);
 [[noreturn]] void throw_tj_error(tjhandle handle, const char* call, const char* file, int line);
 

@@ -26,6 +26,10 @@
 
 #include "pets/util/error.hpp"
 
+namespace boost::program_options {
+class error;
+}
+
 namespace pets {
 
 /// Exit statuses of pets programs.
@@ -46,6 +50,12 @@ struct RunSettings {
 /// it aborts). If MPI is already initialised, it is neither initialised nor finalised here.
 int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>& body,
                     const RunSettings& settings = {});
+
+/// The message of a Boost.Program_options error, for any user input. Use it instead of
+/// e.what(): Boost 1.74's what() never returns when a value holds the placeholder it stands
+/// in for (`--batch-size %value%`, an unknown option `--x%canonical_option%`), because it
+/// substitutes until the placeholder is gone. Found by fuzz/fuzz_config.cpp.
+std::string program_options_message(const boost::program_options::error& e);
 
 /// Collective over MPI_COMM_WORLD: every rank passes the usage error it met (or nullopt). If any
 /// rank met one, every rank throws UsageError carrying the message of the lowest such rank.

@@ -1,0 +1,145 @@
+// make_bad_store GOOD.h5 OUTDIR: writes one damaged copy of a good image store per way a store
+// can be wrong, and prints one line per copy: "FILE<TAB>TEXT", where TEXT is what the one error
+// line of a program refusing FILE must contain. The test scripts feed these to pets_train.
+#include <hdf5.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+hsize_t count_of(hid_t file, const char* dataset) {
+  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
+  check(d >= 0, std::string("no dataset ") + dataset);
+  const hid_t sp = H5Dget_space(d);
+  hsize_t dims[2] = {0, 0};
+  H5Sget_simple_extent_dims(sp, dims, nullptr);
+  H5Sclose(sp);
+  H5Dclose(d);
+  return dims[0];
+}
+
+/// Replaces `dataset` with an empty (fill-valued) one of `type` and `dims`.
+void replace_dataset(hid_t file, const char* dataset, hid_t type, const std::vector<hsize_t>& dims) {
+  check(H5Ldelete(file, dataset, H5P_DEFAULT) >= 0, std::string("cannot delete ") + dataset);
+  const hid_t sp = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t d = H5Dcreate2(file, dataset, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  check(d >= 0, std::string("cannot create ") + dataset);
+  H5Dclose(d);
+  H5Sclose(sp);
+}
+
+template <typename T>
+void write_first(hid_t file, const char* dataset, hid_t mem_type, T value) {
+  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
+  const hid_t sp = H5Dget_space(d);
+  const int rank = H5Sget_simple_extent_ndims(sp);
+  const hsize_t start[2] = {0, 0}, count[2] = {1, 1};
+  H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  const hid_t mem = H5Screate_simple(rank, count, nullptr);
+  check(H5Dwrite(d, mem_type, mem, sp, H5P_DEFAULT, &value) >= 0, std::string("cannot write ") + dataset);
+  H5Sclose(mem);
+  H5Sclose(sp);
+  H5Dclose(d);
+}
+
+struct Case {
+  std::string file;
+  std::string expect;
+  std::function<void(hid_t)> edit;  ///< applied to a read-write copy; null: `raw` makes the file
+  std::function<void(const std::string&)> raw;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: make_bad_store GOOD.h5 OUTDIR\n");
+    return 2;
+  }
+  const std::string good = argv[1];
+  const fs::path out = argv[2];
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::vector<Case> cases = {
+      {"not_hdf5.h5", "not an HDF5 file", nullptr,
+       [](const std::string& p) { std::ofstream(p) << "id,label\n1,cat\n"; }},
+      {"truncated.h5", "truncated", nullptr,
+       [&](const std::string& p) {
+         fs::copy_file(good, p);
+         fs::resize_file(p, fs::file_size(p) * 2 / 3);
+       }},
+      {"schema_v2.h5", "schema_version is 2",
+       [](hid_t f) {
+         const hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+         const int v = 2;
+         check(H5Awrite(a, H5T_NATIVE_INT, &v) >= 0, "cannot write schema_version");
+         H5Aclose(a);
+       },
+       nullptr},
+      {"labels_float.h5", "/train/labels has the wrong type",
+       [](hid_t f) {
+         replace_dataset(f, "train/labels", H5T_IEEE_F32LE, {count_of(f, "train/labels")});
+       },
+       nullptr},
+      // Same size, other sign: read as uint8, every negative pixel would silently become 0.
+      {"pixels_int8.h5", "/eval/pixels has the wrong type",
+       [](hid_t f) {
+         replace_dataset(f, "eval/pixels", H5T_STD_I8LE, {count_of(f, "eval/pixels")});
+       },
+       nullptr},
+      {"pixels_2d.h5", "/train/pixels has shape [",
+       [](hid_t f) {
+         replace_dataset(f, "train/pixels", H5T_STD_U8LE, {count_of(f, "train/pixels") / 3, 3});
+       },
+       nullptr},
+      {"shapes_2_columns.h5", "/train/shapes has shape [",
+       [](hid_t f) {
+         replace_dataset(f, "train/shapes", H5T_STD_I32LE, {count_of(f, "train/shapes"), 2});
+       },
+       nullptr},
+      {"label_out_of_range.h5", "has label 99",
+       [](hid_t f) { write_first<int>(f, "eval/labels", H5T_NATIVE_INT, 99); }, nullptr},
+      {"label_negative.h5", "has label -1",
+       [](hid_t f) { write_first<int>(f, "train/labels", H5T_NATIVE_INT, -1); }, nullptr},
+      {"counts_disagree.h5", "disagree on the image count",
+       [](hid_t f) {
+         replace_dataset(f, "train/offsets", H5T_STD_U64LE, {count_of(f, "train/offsets") - 1});
+       },
+       nullptr},
+      {"offset_past_pixels.h5", "lies outside /train/pixels",
+       [](hid_t f) { write_first<std::uint64_t>(f, "train/offsets", H5T_NATIVE_UINT64, 1ull << 40); },
+       nullptr},
+  };
+  try {
+    fs::create_directories(out);
+    for (const Case& c : cases) {
+      const std::string path = (out / c.file).string();
+      fs::remove(path);
+      if (c.raw) {
+        c.raw(path);
+      } else {
+        fs::copy_file(good, path);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        check(f >= 0, "cannot open " + path);
+        c.edit(f);
+        check(H5Fclose(f) >= 0, "cannot close " + path);
+      }
+      std::printf("%s\t%s\n", path.c_str(), c.expect.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_bad_store: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Damaged image stores given to pets_train under mpiexec -n 2: a file that is not HDF5, a
+# truncated one, another schema version, a dataset of the wrong dtype or shape, labels out of
+# range, counts that disagree, offsets past the pixels. Each: exit status 2, exactly one line
+# from the ranks, "error: ..." from rank 0, naming the file and the fault; no HDF5 diagnostic
+# dump, no Open MPI abort report, no --out folder. The damaged copies come from make_bad_store
+# ($PETS_MAKE_BAD_STORE), which prints each file with the text its error must contain.
+# usage: test_bad_data.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
+make_bad=${PETS_MAKE_BAD_STORE:?set PETS_MAKE_BAD_STORE to the make_bad_store tool}
+# --tag-output (Open MPI) prefixes each line with [job,rank]<stream>: which rank said what.
+# stdin from /dev/null: mpiexec would otherwise swallow the case list the loop reads.
+run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags --tag-output "$@" < /dev/null; }
+
+"$synth" --out images --classes 3 --per-class 5 --seed 5 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
+run_np 1 "$preprocess" --images images --out good.h5 --max-side 64 > /dev/null ||
+  { echo "FAIL: preprocess"; exit 1; }
+"$make_bad" good.h5 bad > cases.tsv || { echo "FAIL: make_bad_store"; exit 1; }
+[ "$(wc -l < cases.tsv)" -ge 10 ] || { echo "FAIL: make_bad_store wrote $(wc -l < cases.tsv) cases"; exit 1; }
+
+while IFS=$'\t' read -r file expect; do
+  name=$(basename "$file" .h5)
+  before=$failures
+  out="run_$name"
+  run_np 2 "$train" --data "$file" --epochs 1 --batch-size 2 --out "$out" > "$name.log" 2>&1
+  rc=$?
+  what="$name ($expect)"
+  [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; cat "$name.log"; continue; }
+  # The ranks' lines are tagged; mpiexec's own note that a rank exited non-zero is not.
+  tagged=$(grep -c '^\[[0-9]*,[0-9]*\]<' "$name.log")
+  [ "$tagged" -eq 1 ] || { fail "$what: $tagged lines from the ranks, not 1"; cat "$name.log"; continue; }
+  line=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log")
+  case "$line" in
+    "[1,0]<stderr>:error: "*) ;;
+    *) fail "$what: the line is not an error from rank 0 on stderr: $line"; continue ;;
+  esac
+  [[ "$line" == *"$file"* ]] || fail "$what: the error does not name $file: $line"
+  [[ "$line" == *"$expect"* ]] || fail "$what: the error lacks '$expect': $line"
+  # HDF5's own frames (H5Dread(), H5F_open: ...) are a dump, not a message.
+  if grep -Eq 'HDF5-DIAG|#[0-9]{3}:|H5[A-Z]?[a-z_]*[A-Za-z_]*\(\)|H5[A-Z]_?[a-z_]+: ' "$name.log"; then
+    fail "$what: HDF5 diagnostics in the output: $line"
+  fi
+  if grep -Eqi 'abnormal termination|MPI_ABORT|exited on signal|has exited due to|killed' "$name.log"; then
+    fail "$what: Open MPI abort report"
+  fi
+  [ ! -e "$out" ] || fail "$what: left an --out folder"
+  [ "$failures" -eq "$before" ] && echo "ok: $name: ${line#*error: }"
+done < cases.tsv
+
+finish
