@@ -40,6 +40,7 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/memory.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -497,6 +498,11 @@ void print_table(const json& r) {
   row("%-34s %11.1f%% %11.1f%%", "model step / roofline",
       100 * ms["fp32"]["roofline_fraction"].get<double>(),
       100 * ms["bf16"]["roofline_fraction"].get<double>());
+  if (r.contains("model_step_default_malloc")) {
+    const auto& dm = r.at("model_step_default_malloc");
+    row("%-34s %12.2f %12.2f", "  same, glibc's default malloc", dm["fp32"]["images_per_s"].get<double>(),
+        dm["bf16"]["images_per_s"].get<double>());
+  }
   row("%-34s %12.1f", "loader images/s (one rank)", r["loader"]["images_per_s"].get<double>());
   if (r.contains("end_to_end")) {
     row("%-22s %9s %9s %9s %8s %7s", "end to end", "train/s", "eval/s", "wall s", "wait %",
@@ -539,7 +545,8 @@ int check_report(const std::string& path) {
         "/flops/linear_gflop_per_image", "/flops/forward_gflop_per_image",
         "/flops/train_step_gflop_per_image", "/flops/conv_modules", "/model_step/fp32/images_per_s",
         "/model_step/bf16/images_per_s", "/model_step/fp32/roofline_fraction",
-        "/model_step/bf16/roofline_fraction", "/loader/images_per_s", "/loader/images"})
+        "/model_step/bf16/roofline_fraction", "/model_step_default_malloc/fp32/images_per_s",
+        "/model_step_default_malloc/bf16/images_per_s", "/loader/images_per_s", "/loader/images"})
     positive(r, p);
   if (r.contains("/flops/conv_calls"_json_pointer) &&
       r["flops"]["conv_calls"] != r["flops"]["conv_modules"])
@@ -729,8 +736,12 @@ int run(int argc, char** argv) {
   std::cerr << "pets_bench: 2. FLOPs\n";
   r["flops"] = count_flops(model, c);
   std::cerr << "pets_bench: 3. model step\n";
-  r["model_step"] =
-      model_step(model, c, r["flops"]["train_step_gflop_per_image"].get<double>(), r["roofline"]);
+  const double step_gflop = r["flops"]["train_step_gflop_per_image"].get<double>();
+  // The allocator lever, measured in this run: glibc's defaults first, then what pets_train sets.
+  pets::retain_freed_memory(false);
+  r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"]);
+  PETS_CHECK(pets::retain_freed_memory(true), "the allocator refused to keep freed memory");
+  r["model_step"] = model_step(model, c, step_gflop, r["roofline"]);
   std::cerr << "pets_bench: 4. loader\n";
   r["loader"] = loader_bench(c, store);
 

@@ -58,6 +58,17 @@ std::uint64_t module_digest(const torch::nn::Module& module) {
   return h.value();
 }
 
+std::uint64_t tensors_digest(const std::vector<at::Tensor>& tensors) {
+  Fnv1a h;
+  for (const at::Tensor& tensor : tensors) {
+    add_layout(h, "", tensor);
+    if (!tensor.defined()) continue;
+    const at::Tensor bytes = tensor.detach().cpu().contiguous();
+    h.add(bytes.data_ptr(), bytes.nbytes());
+  }
+  return h.value();
+}
+
 void broadcast_module(Communicator& comm, torch::nn::Module& module, int root) {
   const auto tensors = module_tensors(module);
   Fnv1a layout;

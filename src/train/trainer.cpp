@@ -25,6 +25,7 @@
 #include "pets/util/app.hpp"
 #include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/memory.hpp"
 
 namespace pets::train {
 
@@ -57,14 +58,17 @@ void install_stop_handlers() {
 /// The fault tests' hook: PETS_INJECT_FAULT="KIND:RANK:STEP" makes rank RANK fail at global
 /// step STEP, just before the step's allreduce (so its peers wait inside a collective). KIND is
 /// sigkill, abort, exit1, exit0 (exit before MPI_Finalize) or throw (a pets::Error).
-void maybe_inject_fault(int rank, int64_t global_step) {
+/// Returns true for the fault the caller applies: "skew", this rank's reduced gradients altered
+/// after the allreduce (a collective that delivered different results), which PETS_VERIFY_RANKS
+/// must catch.
+bool maybe_inject_fault(int rank, int64_t global_step) {
   static const char* spec = std::getenv("PETS_INJECT_FAULT");
-  if (spec == nullptr) return;
+  if (spec == nullptr) return false;
   char kind[16] = {0};
   int fault_rank = -1;
   long long fault_step = -1;
-  if (std::sscanf(spec, "%15[a-z0-9]:%d:%lld", kind, &fault_rank, &fault_step) != 3) return;
-  if (fault_rank != rank || fault_step != global_step) return;
+  if (std::sscanf(spec, "%15[a-z0-9]:%d:%lld", kind, &fault_rank, &fault_step) != 3) return false;
+  if (fault_rank != rank || fault_step != global_step) return false;
   const std::string k = kind;
   std::fprintf(stderr, "injecting fault '%s' on rank %d at step %lld\n", kind, rank, fault_step);
   std::fflush(stderr);
@@ -73,6 +77,7 @@ void maybe_inject_fault(int rank, int64_t global_step) {
   if (k == "exit1") std::exit(1);
   if (k == "exit0") std::exit(0);
   if (k == "throw") PETS_ERROR("injected fault at step " + std::to_string(global_step));
+  return k == "skew";
 }
 
 /// Where the run stands inside an epoch: what a mid-epoch checkpoint must carry.
@@ -210,6 +215,8 @@ class Trainer {
   void sync_batchnorm();
   /// With PETS_VERIFY_RANKS set: throws unless every rank holds the same model (collective).
   void verify_ranks_identical(int64_t epoch);
+  /// Throws unless `digest` is the same on every rank (collective); `what` names it.
+  void check_same_digest(uint64_t digest, const std::string& what) const;
   /// Every rank's buffers, as rows of a [world, n] float64 tensor on rank 0 (collective).
   torch::Tensor gather_rank_buffers() const;
   /// This rank's row of gather_rank_buffers() back into the model.
@@ -220,9 +227,12 @@ class Trainer {
   /// Records the epoch; rank 0 prints the tutorial's line on stdout and a summary on stderr.
   void report_epoch(const EpochMetrics& metrics);
   std::string export_model() const;
-  /// The backbone's pooled features: the folded backbone under --bn-mode eval.
-  torch::Tensor features(data::Batch& batch);
+  /// The backbone's pooled features, through `folded` (BatchNorm folded in) when it is given.
+  torch::Tensor features(data::Batch& batch, const model::FoldedBackbone* folded);
   std::vector<torch::Tensor> head_params() const { return {model_->fc->weight, model_->fc->bias}; }
+  std::vector<torch::Tensor> head_grads() const {
+    return {model_->fc->weight.grad(), model_->fc->bias.grad()};
+  }
   /// What training changes in the model: the head and every buffer (BatchNorm statistics). The
   /// frozen weights come from --pretrained (or the seeded init) again on resume.
   model::NamedTensors resumable_state() const;
@@ -245,11 +255,18 @@ class Trainer {
     torch::Tensor features, labels;
   };
   std::optional<std::vector<CachedBatch>> eval_cache_;
+  /// BatchNorm folded into the convolutions wherever it runs on running statistics (evaluation,
+  /// and all of --bn-mode eval); PETS_UNFOLDED keeps the plain path (no fold, no cache), to
+  /// compare against.
+  const bool fold_ = std::getenv("PETS_UNFOLDED") == nullptr;
   std::vector<std::string> labels_;
   int64_t first_epoch_ = 0;
   EpochPosition first_position_;
   double last_lr_ = 0.0;
   bool stop_agreed_ = false;  ///< every rank learnt of a stop signal through the step allreduce
+  /// PETS_VERIFY_RANKS: the averaged head gradients are compared across ranks at every step.
+  const bool verify_ranks_ = std::getenv("PETS_VERIFY_RANKS") != nullptr;
+  int64_t gradient_steps_verified_ = 0;
   std::vector<EpochMetrics> history_;
 };
 
@@ -268,6 +285,10 @@ void Trainer::setup() {
                      " tasks but this MPI world has 1 rank: every task is running alone. Launch "
                      "with `srun --mpi=pmix` (or mpirun inside the allocation)");
   check_devices(options_, static_cast<int>(torch::cuda::device_count()));
+  // Before the first tensor: every step's activations then reuse mapped pages (pets/util/memory.hpp).
+  // PETS_DEFAULT_MALLOC keeps glibc's behaviour, for comparisons.
+  if (std::getenv("PETS_DEFAULT_MALLOC") == nullptr && !retain_freed_memory())
+    progress_.line("notice: the allocator refused to keep freed memory; steps may run slower");
   torch::set_num_threads(options_.threads > 0 ? options_.threads : default_threads(mpi_));
   device_ = pick_device(options_.device, mpi_.local_rank());
   if (options_.mixed_precision == MixedPrecision::kFp16) scaler_.emplace();
@@ -315,18 +336,17 @@ void Trainer::setup() {
   so.total_steps = options_.epochs * loader_->steps_per_epoch(SplitKind::kTrain);
   schedule_ = std::make_unique<OneCycleSchedule>(so);
   if (options_.resume) resume();
-  // PETS_BN_EVAL_UNFOLDED keeps the plain path (no fold, no cache), to compare against.
-  if (options_.bn_mode == BnMode::kEval && std::getenv("PETS_BN_EVAL_UNFOLDED") == nullptr) {
+  if (options_.bn_mode == BnMode::kEval && fold_) {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
 }
 
-torch::Tensor Trainer::features(data::Batch& batch) {
+torch::Tensor Trainer::features(data::Batch& batch, const model::FoldedBackbone* folded) {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(options_.mixed_precision, device_);
   const torch::Tensor images = batch_images(batch, device_);
-  return (folded_ ? folded_->forward_features(images) : model_->forward_features(images))
+  return (folded ? folded->forward_features(images) : model_->forward_features(images))
       .to(torch::kFloat32);
 }
 
@@ -422,7 +442,7 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     torch::Tensor reduced = torch::zeros({head_numel + 3}, torch::kFloat64);
     if (batch->n > 0) {
       const auto loss = torch::nn::functional::cross_entropy(
-          model_->forward_head(features(*batch)), batch_labels(*batch, device_),
+          model_->forward_head(features(*batch, folded_.get())), batch_labels(*batch, device_),
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
       (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
       reduced.narrow(0, 0, weight_numel).copy_(model_->fc->weight.grad().flatten());
@@ -431,8 +451,9 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
       reduced[head_numel + 1] = static_cast<double>(batch->n);
     }
     reduced[head_numel + 2] = g_stop_signal != 0 ? 1.0 : 0.0;
-    maybe_inject_fault(mpi_.rank(), schedule_->step_count());
+    const bool skew = maybe_inject_fault(mpi_.rank(), schedule_->step_count());
     comm_.allreduce_sum(reduced);
+    if (skew) reduced[0] += 1.0;
     // The gradient of the mean loss over the global batch: what one process holding all of it
     // computes, also when the last batch is split unevenly (or empty on some ranks).
     const double global_n = reduced[head_numel + 1].item<double>();
@@ -443,6 +464,11 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
           grads.narrow(0, 0, weight_numel).view_as(model_->fc->weight).to(device_, false, true);
       model_->fc->bias.mutable_grad() =
           grads.narrow(0, weight_numel, head_numel - weight_numel).to(device_, false, true);
+    }
+    if (verify_ranks_) {
+      check_same_digest(comm::tensors_digest(head_grads()),
+                        "the averaged gradients at step " + std::to_string(schedule_->step_count()));
+      ++gradient_steps_verified_;
     }
     position.loss_sum += reduced[head_numel].item<double>();
     position.images += static_cast<int64_t>(global_n);
@@ -480,18 +506,22 @@ EpochMetrics Trainer::epoch_metrics(int64_t epoch, const EpochPosition& position
   return m;
 }
 
-void Trainer::verify_ranks_identical(int64_t epoch) {
-  // A digest of every parameter and buffer: the same on all ranks iff they hold the same model.
-  const uint64_t digest = comm::module_digest(*model_);
+void Trainer::check_same_digest(uint64_t digest, const std::string& what) const {
   std::vector<uint64_t> all(static_cast<std::size_t>(mpi_.size()));
   PETS_MPI_CHECK(MPI_Allgather(&digest, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, mpi_.get()));
   for (std::size_t r = 1; r < all.size(); ++r)
-    PETS_CHECK(all[r] == all[0], "epoch " + std::to_string(epoch) + ": the model on rank " +
-                                     std::to_string(r) + " differs from rank 0's at evaluation");
+    PETS_CHECK(all[r] == all[0], what + " on rank " + std::to_string(r) + " differ from rank 0's");
+}
+
+void Trainer::verify_ranks_identical(int64_t epoch) {
+  // A digest of every parameter and buffer: the same on all ranks iff they hold the same model.
+  const uint64_t digest = comm::module_digest(*model_);
+  check_same_digest(digest, "epoch " + std::to_string(epoch) + ": the parameters and buffers");
   char text[64];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(digest));
   progress_.line("verify: epoch " + std::to_string(epoch) + ": all " + std::to_string(mpi_.size()) +
-                 " ranks hold model " + text);
+                 " ranks hold model " + text + "; averaged gradients identical at " +
+                 std::to_string(gradient_steps_verified_) + " steps so far");
 }
 
 void Trainer::sync_batchnorm() {
@@ -523,9 +553,17 @@ void Trainer::sync_batchnorm() {
 
 void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   if (options_.bn_mode == BnMode::kTrain && mpi_.size() > 1) sync_batchnorm();
-  if (std::getenv("PETS_VERIFY_RANKS") != nullptr) verify_ranks_identical(epoch);
+  if (verify_ranks_) verify_ranks_identical(epoch);
   model_->eval();
   const auto start = Clock::now();
+  // Evaluation uses the running statistics, so its backbone can always be folded: under
+  // --bn-mode train afresh from this epoch's (synchronised) statistics, a fraction of a second.
+  std::unique_ptr<model::FoldedBackbone> epoch_fold;
+  const model::FoldedBackbone* backbone = folded_.get();
+  if (backbone == nullptr && fold_ && !eval_cache_) {
+    epoch_fold = std::make_unique<model::FoldedBackbone>(*model_);
+    backbone = epoch_fold.get();
+  }
   int64_t counts[2] = {0, 0};  // correct, evaluated
   torch::NoGradGuard no_grad;
   const auto count = [&](const torch::Tensor& features, const torch::Tensor& labels) {
@@ -540,7 +578,7 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
     while (std::optional<data::Batch> batch = loader_->next()) {
       if (batch->n == 0) continue;
       // clone: on the CPU the labels would otherwise alias the batch's memory.
-      CachedBatch b{features(*batch), batch_labels(*batch, device_).clone()};
+      CachedBatch b{features(*batch, backbone), batch_labels(*batch, device_).clone()};
       count(b.features, b.labels);
       if (folded_) fresh.push_back(std::move(b));
     }

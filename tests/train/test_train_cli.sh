@@ -16,6 +16,18 @@ PETS_VERIFY_RANKS=1 run_np 2 -x PETS_VERIFY_RANKS "$train" "${common[@]}" --out 
   { cat a.err; fail "run_a exit $?"; }
 [ "$(grep -c 'verify: epoch [0-2]: all 2 ranks hold model' a.err)" -eq 3 ] ||
   { fail "ranks were not verified identical at every evaluation"; cat a.err; }
+# ... and the averaged head gradients after the allreduce at every step (the last checkpoint is
+# named after the run's last global step).
+all_steps=$(sed 's/^ckpt-0*\([0-9]*\)\.safetensors$/\1/' run_a/latest)
+grep -q "verify: epoch 2: .*averaged gradients identical at $all_steps steps so far" a.err ||
+  { fail "averaged gradients were not verified identical at all $all_steps steps"; cat a.err; }
+# The check can fail: rank 1's reduced gradients altered after the allreduce at step 1.
+PETS_VERIFY_RANKS=1 PETS_INJECT_FAULT=skew:1:1 timeout 120 $mpiexec $npflag 2 $preflags \
+  -x PETS_VERIFY_RANKS -x PETS_INJECT_FAULT "$train" "${common[@]}" --out run_skew > skew.out 2> skew.err
+skew_rc=$?
+[ "$skew_rc" -ne 0 ] && [ "$skew_rc" -ne 124 ] || fail "gradients skewed on rank 1 went unnoticed (exit $skew_rc)"
+grep -q "averaged gradients at step 1 on rank 1 differ from rank 0's" skew.err ||
+  { fail "no message naming the differing gradients"; cat skew.err; }
 if ! grep -qxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out || [ "$(wc -l < a.out)" -ne 3 ] ||
    [ "$(grep -vcxE 'epoch [0-2]: [0-9]+\.[0-9]{2}' a.out)" -ne 0 ]; then
   fail "stdout is not three 'epoch N: XX.XX' lines:"; cat a.out
@@ -51,6 +63,34 @@ cat c1.out c2.out > c.out
 cmp -s a.out c.out || { fail "stopped+resumed accuracies differ from the uninterrupted run"; diff a.out c.out; }
 cmp -s run_a/model.safetensors run_c/model.safetensors || fail "stopped+resumed final weights differ"
 
+# 3c. Signals keep coming while the ranks agree, checkpoint and exit (issue 5, item 5): SIGUSR1 to
+#     mpiexec (forwarded to every rank) and SIGTERM straight to the ranks, every 20 ms until the
+#     job ends, so that some arrive while rank 0 writes the checkpoint. Same outcome as one signal:
+#     exit 75, and the checkpoint resumes to the uninterrupted run's accuracies and weights.
+$mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out run_s > s1.out 2> s1.err &
+pid=$!
+for _ in $(seq 1 1200); do [ -s run_s/latest ] && break; sleep 0.1; done
+sleep 0.5
+sent=0
+for _ in $(seq 1 1500); do
+  kill -0 "$pid" 2> /dev/null || break
+  kill -USR1 "$pid" 2> /dev/null
+  for rank_pid in $(pgrep -f -- "--out run_s\$"); do
+    [ "$rank_pid" = "$pid" ] || kill -TERM "$rank_pid" 2> /dev/null  # mpiexec ends the job on TERM
+  done
+  sent=$((sent + 1))
+  sleep 0.02
+done
+wait "$pid"; status=$?
+echo "signal storm: $sent rounds of SIGUSR1 + SIGTERM, exit $status"
+[ "$status" -eq 75 ] || { fail "stop under repeated signals exited $status, not 75"; cat s1.err; }
+[ "$sent" -ge 2 ] || fail "the job ended before a second signal was sent"
+run_np 2 "$train" "${common[@]}" --out run_s --resume > s2.out 2> s2.err || { cat s2.err; fail "resume after the signal storm exit $?"; }
+grep -q "resumed from" s2.err || fail "resume after the signal storm did not report its checkpoint"
+cat s1.out s2.out > s.out
+cmp -s a.out s.out || { fail "accuracies after the signal storm differ from the uninterrupted run"; diff a.out s.out; }
+cmp -s run_a/model.safetensors run_s/model.safetensors || fail "final weights after the signal storm differ"
+
 # 3b. One rank instead of two: also clearly above chance (same data, different augmentation
 #     streams and global batch, so not bitwise equal).
 run_np 1 "$train" "${common[@]}" --out run_one > one.out 2> one.err || fail "-np 1 exit $?"
@@ -63,12 +103,20 @@ run_np 1 "$train" --data pets.h5 --epochs 1 --batch-size 4 --pretrained run_a/mo
   > d.out 2> d.err || { cat d.err; fail "reloading the exported model failed"; }
 grep -q "randomly initialised\|skipped" d.err && fail "exported model did not load as a full state dict"
 
+# 4a. Evaluations run with BatchNorm folded into the convolutions (under --bn-mode train, folded
+#     from each epoch's synchronised statistics). Against the plain path (PETS_UNFOLDED): the
+#     same accuracies every epoch and, training being untouched, the same final weights.
+PETS_UNFOLDED=1 run_np 2 -x PETS_UNFOLDED "$train" "${common[@]}" --out run_p > p.out 2> p.err ||
+  { cat p.err; fail "unfolded run exit $?"; }
+cmp -s a.out p.out || { fail "folded and unfolded evaluation accuracies differ"; diff a.out p.out; }
+cmp -s run_a/model.safetensors run_p/model.safetensors || fail "folding the evaluation changed the final weights"
+
 # 4b. --bn-mode eval runs the backbone with BatchNorm folded into the convolutions and computes
-#     the evaluation features once. Against the plain path (PETS_BN_EVAL_UNFOLDED): the same
+#     the evaluation features once. Against the plain path (PETS_UNFOLDED): the same
 #     accuracies every epoch (the folded features differ by float rounding only, far from any
 #     decision on this set), and evaluations after the first much faster than the first.
 run_np 2 "$train" "${common[@]}" --bn-mode eval --out run_f > f.out 2> f.err || { cat f.err; fail "bn-mode eval exit $?"; }
-PETS_BN_EVAL_UNFOLDED=1 run_np 2 -x PETS_BN_EVAL_UNFOLDED "$train" "${common[@]}" --bn-mode eval --out run_u \
+PETS_UNFOLDED=1 run_np 2 -x PETS_UNFOLDED "$train" "${common[@]}" --bn-mode eval --out run_u \
   > u.out 2> u.err || { cat u.err; fail "bn-mode eval, unfolded, exit $?"; }
 cmp -s f.out u.out || { fail "folded and unfolded --bn-mode eval accuracies differ"; diff f.out u.out; }
 eval_rate() { sed -n "$2p" "$1" | sed 's/.*"eval_images_per_s":\([^,}]*\).*/\1/'; }

@@ -89,4 +89,7 @@ void broadcast_module(Communicator& comm, torch::nn::Module& module, int root = 
 /// buffers: equal on two ranks iff (barring collisions) their modules are identical.
 std::uint64_t module_digest(const torch::nn::Module& module);
 
+/// The same digest over `tensors` in order (shape, dtype and values; an undefined one counts).
+std::uint64_t tensors_digest(const std::vector<at::Tensor>& tensors);
+
 }  // namespace pets::comm
