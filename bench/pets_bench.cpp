@@ -710,6 +710,9 @@ int run(int argc, char** argv) {
   fs::create_directories(c.work);
   torch::set_num_threads(c.threads > 0 ? c.threads : pets::train::affinity_cpu_count());
   torch::manual_seed(0);
+  // As pets_train: freed memory stays mapped (pets/util/memory.hpp); section 3 also measures
+  // glibc's defaults for comparison.
+  PETS_CHECK(pets::retain_freed_memory(true), "the allocator refused to keep freed memory");
   const auto start = Clock::now();
 
   utsname u{};

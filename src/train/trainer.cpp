@@ -14,6 +14,9 @@
 
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
+#if defined(PETS_HAVE_NCCL)
+#include "pets/comm/nccl_comm.hpp"
+#endif
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -239,7 +242,12 @@ class Trainer {
 
   const TrainOptions& options_;
   const comm::MpiComm& mpi_;
+  /// MPI: host tensors and counters (start-up broadcast, evaluation counts).
   comm::MpiCommunicator comm_;
+  /// The collectives on device_ tensors (the step's allreduce, the BatchNorm sync): NCCL when
+  /// the device is a GPU (with a CUDA build of LibTorch), else comm_.
+  std::unique_ptr<comm::Communicator> nccl_;
+  comm::Communicator* device_comm_ = &comm_;
   Progress progress_;
   std::unique_ptr<data::Loader> loader_;
   model::ResNet50d model_{nullptr};
@@ -291,6 +299,12 @@ void Trainer::setup() {
     progress_.line("notice: the allocator refused to keep freed memory; steps may run slower");
   torch::set_num_threads(options_.threads > 0 ? options_.threads : default_threads(mpi_));
   device_ = pick_device(options_.device, mpi_.local_rank());
+#if defined(PETS_HAVE_NCCL) && defined(PETS_TORCH_CUDA)
+  if (device_.is_cuda()) {
+    nccl_ = comm::make_nccl_communicator(mpi_, device_.index());
+    device_comm_ = nccl_.get();
+  }
+#endif
   if (options_.mixed_precision == MixedPrecision::kFp16) scaler_.emplace();
   torch::manual_seed(options_.seed);
 
@@ -328,7 +342,8 @@ void Trainer::setup() {
   comm::broadcast_module(comm_, *model_, 0);
   model_->to(device_);
   if (device_.is_cuda())
-    progress_.line("device: " + device_.str() + " on rank 0; every rank takes its local rank modulo the device count");
+    progress_.line("device: " + device_.str() + " on rank 0 (collectives: " + device_comm_->backend() +
+                   "); every rank takes its local rank modulo the device count");
 
   adam_ = std::make_unique<Adam>(head_params());
   OneCycleOptions so;
@@ -439,7 +454,8 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     PETS_CHECK(batch.has_value(), "loader ended the epoch after " + std::to_string(step) + " of " +
                                       std::to_string(steps) + " steps");
     // [fc.weight grad, fc.bias grad, loss sum, images, stop requests]: one allreduce per step.
-    torch::Tensor reduced = torch::zeros({head_numel + 3}, torch::kFloat64);
+    torch::Tensor reduced =
+        torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device_));
     if (batch->n > 0) {
       const auto loss = torch::nn::functional::cross_entropy(
           model_->forward_head(features(*batch, folded_.get())), batch_labels(*batch, device_),
@@ -452,7 +468,7 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     }
     reduced[head_numel + 2] = g_stop_signal != 0 ? 1.0 : 0.0;
     const bool skew = maybe_inject_fault(mpi_.rank(), schedule_->step_count());
-    comm_.allreduce_sum(reduced);
+    device_comm_->allreduce_sum(reduced);
     if (skew) reduced[0] += 1.0;
     // The gradient of the mean loss over the global batch: what one process holding all of it
     // computes, also when the last batch is split unevenly (or empty on some ranks).
@@ -533,8 +549,8 @@ void Trainer::sync_batchnorm() {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat;
   for (const auto& t : floats) flat.push_back(t.flatten());
-  torch::Tensor packed = torch::cat(flat).cpu();  // MPI reduces host memory
-  comm_.allreduce_average(packed);
+  torch::Tensor packed = torch::cat(flat);
+  device_comm_->allreduce_average(packed);
   int64_t offset = 0;
   for (auto& t : floats) {
     t.copy_(packed.narrow(0, offset, t.numel()).view_as(t));
@@ -542,8 +558,8 @@ void Trainer::sync_batchnorm() {
   }
   std::vector<torch::Tensor> int_flat;
   for (const auto& t : ints) int_flat.push_back(t.flatten());
-  torch::Tensor counts = torch::cat(int_flat).cpu();
-  comm_.broadcast(counts, 0);
+  torch::Tensor counts = torch::cat(int_flat);
+  device_comm_->broadcast(counts, 0);
   offset = 0;
   for (auto& t : ints) {
     t.copy_(counts.narrow(0, offset, t.numel()).view_as(t));
