@@ -88,7 +88,8 @@ void check_fits(const std::string& path, hid_t obj, bool attr, const std::string
   H5Id type(attr ? H5Aget_type(obj) : H5Dget_type(obj));
   std::uint64_t bytes = type.valid() ? H5Tget_size(type.get()) : 0;
   bool overflow = false;
-  for (const hsize_t d : dims_of(obj, attr)) overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
+  for (const hsize_t d : dims_of(obj, attr))
+    overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
   H5Id file(H5Iget_file_id(obj));
   hsize_t file_bytes = 0;
   if (!file.valid() || H5Fget_filesize(file.get(), &file_bytes) < 0)
