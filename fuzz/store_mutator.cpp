@@ -238,6 +238,45 @@ void mutate_bytes(std::vector<std::uint8_t>& bytes, std::size_t elem, bool fixed
   bytes.resize(n);
 }
 
+/// A value to edit, picked at random and opened: a dataset, or an attribute of a dataset, a
+/// group or the root; with its type, dataspace and raw bytes.
+struct Value {
+  std::string owner, name;  ///< the object's path; the attribute's name (or the path again)
+  bool attr = false;
+  H5Id obj, a, type, space;
+  std::vector<std::uint8_t> bytes;
+  hid_t target() const { return attr ? a.get() : obj.get(); }
+};
+
+bool open_random_value(hid_t file, const std::vector<std::string>& owners, Rng& rng, Value& v) {
+  v.owner = owners[pick(rng, owners.size())];
+  v.obj = H5Id(H5Oopen(file, v.owner.c_str(), H5P_DEFAULT));
+  if (!v.obj.valid()) return false;
+  std::vector<std::string> attrs;
+  H5Aiterate2(v.obj.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_attr, &attrs);
+  const bool is_dataset = H5Iget_type(v.obj.get()) == H5I_DATASET;
+  v.attr = !is_dataset || (!attrs.empty() && pick(rng, 4) == 0);
+  if (v.attr && attrs.empty()) return false;
+  v.name = v.attr ? attrs[pick(rng, attrs.size())] : v.owner;
+  if (v.attr) v.a = H5Id(H5Aopen(v.obj.get(), v.name.c_str(), H5P_DEFAULT));
+  v.type = H5Id(v.attr ? H5Aget_type(v.target()) : H5Dget_type(v.target()));
+  v.space = H5Id(v.attr ? H5Aget_space(v.target()) : H5Dget_space(v.target()));
+  v.bytes = read_raw(v.target(), v.attr, v.type.get(), v.space.get());
+  return true;
+}
+
+/// Replaces the value by one of `type` and `dims` holding what fits of its bytes.
+void recreate_value(hid_t file, Value& v, hid_t type, const std::vector<hsize_t>& dims) {
+  if (v.attr) {
+    v.a.reset();
+    recreate_attr(v.obj.get(), v.name, type, dims, v.bytes);
+  } else {
+    const bool chunked = is_chunked(v.obj.get());
+    v.obj.reset();
+    recreate_dataset(file, v.owner, type, dims, v.bytes, chunked);
+  }
+}
+
 /// One edit of the open file.
 void edit(hid_t file, Rng& rng) {
   Objects objs;
@@ -249,69 +288,29 @@ void edit(hid_t file, Rng& rng) {
   if (kind < 9) {
     // The values of a dataset or an attribute (the most useful edit: labels, offsets, shapes,
     // schema_version, label_names ...).
-    const std::string owner = owners[pick(rng, owners.size())];
-    H5Id obj(H5Oopen(file, owner.c_str(), H5P_DEFAULT));
-    if (!obj.valid()) return;
-    std::vector<std::string> attrs;
-    H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_attr, &attrs);
-    const bool is_dataset = H5Iget_type(obj.get()) == H5I_DATASET;
-    const bool attr = !is_dataset || (!attrs.empty() && pick(rng, 4) == 0);
-    if (attr && attrs.empty()) return;
-    const std::string name = attr ? attrs[pick(rng, attrs.size())] : owner;
-    H5Id a(attr ? H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT) : -1);
-    const hid_t target = attr ? a.get() : obj.get();
-    H5Id type(attr ? H5Aget_type(target) : H5Dget_type(target));
-    H5Id space(attr ? H5Aget_space(target) : H5Dget_space(target));
-    std::vector<std::uint8_t> bytes = read_raw(target, attr, type.get(), space.get());
-    if (bytes.empty()) return;
-    const std::size_t elem = H5Tget_size(type.get());
-    const std::vector<hsize_t> dims = dims_of(space.get());
+    Value v;
+    if (!open_random_value(file, owners, rng, v) || v.bytes.empty()) return;
+    const std::size_t elem = H5Tget_size(v.type.get());
+    const std::vector<hsize_t> dims = dims_of(v.space.get());
     // A one-dimensional value may change its length too (elements appended or dropped).
     const bool resize = dims.size() == 1 && pick(rng, 3) == 0;
-    mutate_bytes(bytes, elem, !resize);
+    mutate_bytes(v.bytes, elem, !resize);
     if (!resize) {
-      write_raw(target, attr, type.get(), bytes.size() / elem, bytes);
+      write_raw(v.target(), v.attr, v.type.get(), v.bytes.size() / elem, v.bytes);
       return;
     }
-    const std::vector<hsize_t> new_dims{bytes.size() / elem};
-    if (attr) {
-      a.reset();
-      recreate_attr(obj.get(), name, type.get(), new_dims, bytes);
-    } else {
-      const bool chunked = is_chunked(obj.get());
-      obj.reset();
-      recreate_dataset(file, owner, type.get(), new_dims, bytes, chunked);
-    }
+    recreate_value(file, v, v.type.get(), {v.bytes.size() / elem});
   } else if (kind < 13) {
     // Another shape or type for a dataset or an attribute, keeping what bytes fit.
-    const std::string owner = owners[pick(rng, owners.size())];
-    H5Id obj(H5Oopen(file, owner.c_str(), H5P_DEFAULT));
-    if (!obj.valid()) return;
-    std::vector<std::string> attrs;
-    H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_attr, &attrs);
-    const bool is_dataset = H5Iget_type(obj.get()) == H5I_DATASET;
-    const bool attr = !is_dataset || (!attrs.empty() && pick(rng, 4) == 0);
-    if (attr && attrs.empty()) return;
-    const std::string name = attr ? attrs[pick(rng, attrs.size())] : owner;
-    H5Id a(attr ? H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT) : -1);
-    const hid_t target = attr ? a.get() : obj.get();
-    H5Id type(attr ? H5Aget_type(target) : H5Dget_type(target));
-    H5Id space(attr ? H5Aget_space(target) : H5Dget_space(target));
-    const std::vector<std::uint8_t> bytes = read_raw(target, attr, type.get(), space.get());
-    std::vector<hsize_t> dims = dims_of(space.get());
-    H5Id new_type(H5Tcopy(type.get()));
+    Value v;
+    if (!open_random_value(file, owners, rng, v)) return;
+    std::vector<hsize_t> dims = dims_of(v.space.get());
+    H5Id new_type(H5Tcopy(v.type.get()));
     if (pick(rng, 2) == 0)
       new_type = random_type(rng);
     else
       dims = random_dims(rng, dims);
-    if (attr) {
-      a.reset();
-      recreate_attr(obj.get(), name, new_type.get(), dims, bytes);
-    } else {
-      const bool chunked = is_chunked(obj.get());
-      obj.reset();
-      recreate_dataset(file, owner, new_type.get(), dims, bytes, chunked);
-    }
+    recreate_value(file, v, new_type.get(), dims);
   } else if (kind < 14) {
     // An object or attribute gone.
     if (pick(rng, 2) == 0 && !objs.links.empty()) {
