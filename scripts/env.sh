@@ -14,3 +14,7 @@ pets_build() {
   cmake -S "$PETS_ROOT" -B "$PETS_BUILD" "${generator[@]}" "$@"
   cmake --build "$PETS_BUILD" --parallel "$PETS_JOBS"
 }
+
+# ccache: paths below the checkout hash as relative ones, so another clone of the same sources
+# (CI's fresh clone, a second worktree) reuses the compilations already cached.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PETS_ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
