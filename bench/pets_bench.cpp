@@ -710,9 +710,6 @@ int run(int argc, char** argv) {
   fs::create_directories(c.work);
   torch::set_num_threads(c.threads > 0 ? c.threads : pets::train::affinity_cpu_count());
   torch::manual_seed(0);
-  // As pets_train: freed memory stays mapped (pets/util/memory.hpp); section 3 also measures
-  // glibc's defaults for comparison.
-  PETS_CHECK(pets::retain_freed_memory(true), "the allocator refused to keep freed memory");
   const auto start = Clock::now();
 
   utsname u{};
@@ -740,10 +737,10 @@ int run(int argc, char** argv) {
   r["flops"] = count_flops(model, c);
   std::cerr << "pets_bench: 3. model step\n";
   const double step_gflop = r["flops"]["train_step_gflop_per_image"].get<double>();
-  // The allocator lever, measured in this run: glibc's defaults first, then what pets_train sets.
-  pets::retain_freed_memory(false);
+  // The allocator lever, measured in this run: glibc's defaults of a fresh process first (no
+  // mallopt call before this point), then what pets_train sets (pets/util/memory.hpp).
   r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"]);
-  PETS_CHECK(pets::retain_freed_memory(true), "the allocator refused to keep freed memory");
+  PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
   r["model_step"] = model_step(model, c, step_gflop, r["roofline"]);
   std::cerr << "pets_bench: 4. loader\n";
   r["loader"] = loader_bench(c, store);

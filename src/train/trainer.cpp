@@ -576,7 +576,7 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   // --bn-mode train afresh from this epoch's (synchronised) statistics, a fraction of a second.
   std::unique_ptr<model::FoldedBackbone> epoch_fold;
   const model::FoldedBackbone* backbone = folded_.get();
-  if (backbone == nullptr && fold_ && !eval_cache_) {
+  if (backbone == nullptr && fold_) {
     epoch_fold = std::make_unique<model::FoldedBackbone>(*model_);
     backbone = epoch_fold.get();
   }

@@ -12,10 +12,10 @@
 namespace pets {
 
 /// Large allocations come from the heap instead of mmap and freed memory is kept for reuse
-/// (glibc's M_MMAP_MAX = 0, M_TRIM_THRESHOLD and M_TOP_PAD at their maxima): the process's
-/// resident size stays at its peak instead of shrinking between steps. `retain = false` restores
-/// glibc's defaults (for comparisons). Returns false when the allocator refused the setting.
-/// Call it before the allocations it should affect; it is process-wide.
-bool retain_freed_memory(bool retain = true);
+/// (glibc's M_MMAP_MAX = 0, M_TRIM_THRESHOLD and M_TOP_PAD large): the process's resident size
+/// stays at its peak instead of shrinking between steps. Returns false when the allocator refused
+/// a setting. Process-wide, and not undone: glibc's adaptive thresholds stay off once set, so a
+/// comparison with the defaults measures them first.
+bool retain_freed_memory();
 
 }  // namespace pets
