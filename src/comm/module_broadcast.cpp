@@ -45,27 +45,25 @@ void add_layout(Fnv1a& h, const std::string& name, const at::Tensor& t) {
   for (const std::int64_t d : t.sizes()) h.add_int(d);
 }
 
+/// The layout, then the values of a defined tensor.
+void add_tensor(Fnv1a& h, const std::string& name, const at::Tensor& t) {
+  add_layout(h, name, t);
+  if (!t.defined()) return;
+  const at::Tensor bytes = t.detach().cpu().contiguous();
+  h.add(bytes.data_ptr(), bytes.nbytes());
+}
+
 }  // namespace
 
 std::uint64_t module_digest(const torch::nn::Module& module) {
   Fnv1a h;
-  for (const auto& [name, tensor] : module_tensors(module)) {
-    add_layout(h, name, tensor);
-    if (!tensor.defined()) continue;
-    const at::Tensor bytes = tensor.detach().cpu().contiguous();
-    h.add(bytes.data_ptr(), bytes.nbytes());
-  }
+  for (const auto& [name, tensor] : module_tensors(module)) add_tensor(h, name, tensor);
   return h.value();
 }
 
 std::uint64_t tensors_digest(const std::vector<at::Tensor>& tensors) {
   Fnv1a h;
-  for (const at::Tensor& tensor : tensors) {
-    add_layout(h, "", tensor);
-    if (!tensor.defined()) continue;
-    const at::Tensor bytes = tensor.detach().cpu().contiguous();
-    h.add(bytes.data_ptr(), bytes.nbytes());
-  }
+  for (const at::Tensor& tensor : tensors) add_tensor(h, "", tensor);
   return h.value();
 }
 

@@ -47,30 +47,39 @@ cmp -s a.out b.out || { fail "run-to-run accuracies differ"; diff a.out b.out; }
 cmp -s run_a/model.safetensors run_b/model.safetensors || fail "run-to-run final weights differ"
 
 # 3. Stopped by SIGUSR1 (as Slurm's warning signal) mid-run, then resumed: same as uninterrupted.
-# mpiexec itself in the background (not a subshell), so that the signal reaches it and it
-# forwards SIGUSR1 to the ranks.
-$mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out run_c > c1.out 2> c1.err &
-pid=$!
-for _ in $(seq 1 1200); do [ -s run_c/latest ] && break; sleep 0.1; done
-sleep 0.5  # into epoch 1, mid-epoch
+# start_stoppable NAME: starts run_NAME with mpiexec itself in the background (not a subshell, so
+# that a signal reaches it and it forwards SIGUSR1 to the ranks), sets pid, and returns half a
+# second after the first checkpoint: into epoch 1, mid-epoch.
+start_stoppable() {
+  $mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out "run_$1" > "${1}1.out" 2> "${1}1.err" &
+  pid=$!
+  for _ in $(seq 1 1200); do [ -s "run_$1/latest" ] && break; sleep 0.1; done
+  sleep 0.5
+}
+# resume_matches_uninterrupted NAME WHAT: resumes the stopped run_NAME; its accuracies (with the
+# stopped part's) and final weights must be run_a's, bitwise.
+resume_matches_uninterrupted() {
+  local name=$1 what=$2 rc
+  run_np 2 "$train" "${common[@]}" --out "run_$name" --resume > "${name}2.out" 2> "${name}2.err" ||
+    { rc=$?; cat "${name}2.err"; fail "resume $what exit $rc"; }
+  grep -q "resumed from" "${name}2.err" || fail "resume $what did not report its checkpoint"
+  cat "${name}1.out" "${name}2.out" > "$name.out"
+  cmp -s a.out "$name.out" ||
+    { fail "accuracies $what differ from the uninterrupted run"; diff a.out "$name.out"; }
+  cmp -s run_a/model.safetensors "run_$name/model.safetensors" || fail "final weights $what differ"
+}
+start_stoppable c
 kill -USR1 "$pid"
 wait "$pid"; status=$?
 [ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; cat c1.err; }
 grep -q "continue with --resume" c1.err || fail "no stop notice"
-run_np 2 "$train" "${common[@]}" --out run_c --resume > c2.out 2> c2.err || { cat c2.err; fail "resume exit $?"; }
-grep -q "resumed from" c2.err || fail "resume did not report its checkpoint"
-cat c1.out c2.out > c.out
-cmp -s a.out c.out || { fail "stopped+resumed accuracies differ from the uninterrupted run"; diff a.out c.out; }
-cmp -s run_a/model.safetensors run_c/model.safetensors || fail "stopped+resumed final weights differ"
+resume_matches_uninterrupted c "after a stop by SIGUSR1"
 
 # 3c. Signals keep coming while the ranks agree, checkpoint and exit (issue 5, item 5): SIGUSR1 to
 #     mpiexec (forwarded to every rank) and SIGTERM straight to the ranks, every 20 ms until the
 #     job ends, so that some arrive while rank 0 writes the checkpoint. Same outcome as one signal:
 #     exit 75, and the checkpoint resumes to the uninterrupted run's accuracies and weights.
-$mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out run_s > s1.out 2> s1.err &
-pid=$!
-for _ in $(seq 1 1200); do [ -s run_s/latest ] && break; sleep 0.1; done
-sleep 0.5
+start_stoppable s
 sent=0
 for _ in $(seq 1 1500); do
   kill -0 "$pid" 2> /dev/null || break
@@ -85,11 +94,7 @@ wait "$pid"; status=$?
 echo "signal storm: $sent rounds of SIGUSR1 + SIGTERM, exit $status"
 [ "$status" -eq 75 ] || { fail "stop under repeated signals exited $status, not 75"; cat s1.err; }
 [ "$sent" -ge 2 ] || fail "the job ended before a second signal was sent"
-run_np 2 "$train" "${common[@]}" --out run_s --resume > s2.out 2> s2.err || { cat s2.err; fail "resume after the signal storm exit $?"; }
-grep -q "resumed from" s2.err || fail "resume after the signal storm did not report its checkpoint"
-cat s1.out s2.out > s.out
-cmp -s a.out s.out || { fail "accuracies after the signal storm differ from the uninterrupted run"; diff a.out s.out; }
-cmp -s run_a/model.safetensors run_s/model.safetensors || fail "final weights after the signal storm differ"
+resume_matches_uninterrupted s "after the signal storm"
 
 # 3b. One rank instead of two: also clearly above chance (same data, different augmentation
 #     streams and global batch, so not bitwise equal).
