@@ -1,5 +1,5 @@
 #pragma once
-// The folder of the timm/PyTorch reference fixtures: $PETS_RESNET_FIXTURE, else the shared one.
+// The folder of the timm/PyTorch reference fixtures: $PETS_RESNET_FIXTURE, else tests/fixtures/resnet50d in the repository.
 #include <cstdlib>
 #include <string>
 
