@@ -9,11 +9,12 @@ url="$endpoint/timm/resnet50d.ra2_in1k/resolve/main/model.safetensors"
 dest="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 out="$dest/resnet50d.ra2_in1k.safetensors"
 mkdir -p "$dest"
-if [ -s "$out" ]; then echo "fetch_weights: $out already exists; nothing to do"; exit 0; fi
-download_to fetch_weights "$url" "$out" "train from random initialisation or copy the file here by hand."
+if [ -s "$out" ]; then echo "fetch_weights: $out already exists; train with: --pretrained $out"; exit 0; fi
+download_to fetch_weights "$url" "$out" \
+  "download $url elsewhere and copy it to $out (or train without --pretrained: a random backbone)."
 # A safetensors file starts with an 8-byte little-endian header length, then a JSON header.
 if [ "$(head -c 9 "$out.part" | tail -c 1)" != "{" ]; then
   rm -f "$out.part"; echo "fetch_weights: the download is not a safetensors file" >&2; exit 1
 fi
 mv "$out.part" "$out"
-echo "fetch_weights: wrote $out ($(stat -c %s "$out") bytes)"
+echo "fetch_weights: wrote $out ($(stat -c %s "$out") bytes); train with: --pretrained $out"

@@ -30,6 +30,25 @@ PETS_SRUN_ARGS=${PETS_SRUN_ARGS:-}             # further srun/salloc options, wo
 set -uo pipefail
 say() { echo "interactive.sh: $*" >&2; }
 
+usage() {
+  cat <<USAGE
+Usage: jobs/interactive.sh [pets_train options...]   train as a Slurm job step (new or current allocation)
+       jobs/interactive.sh --shell                    only an allocation (salloc) with a shell in it
+       jobs/interactive.sh -h | --help                this text; requests nothing from Slurm
+
+Settings (environment, or edit the top of this script); now:
+  PETS_BIN=$PETS_BIN
+  PETS_DATA=$PETS_DATA
+  PETS_OUT=$PETS_OUT
+  PETS_NTASKS=$PETS_NTASKS  PETS_NODES=$PETS_NODES  PETS_CPUS_PER_TASK=$PETS_CPUS_PER_TASK  PETS_TIME=$PETS_TIME
+  PETS_PARTITION=${PETS_PARTITION:-(default)}  PETS_GPUS_PER_NODE=${PETS_GPUS_PER_NODE:-(none)}  PETS_SRUN_ARGS=${PETS_SRUN_ARGS:-(none)}
+A checkpoint in PETS_OUT is resumed. pets_train's own options: $PETS_BIN/pets_train --help
+USAGE
+}
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+esac
+
 if ! command -v srun >/dev/null; then
   say "srun not found: this needs a Slurm client (or use: mpirun -np N $PETS_BIN/pets_train ...)"
   exit 2

@@ -2,19 +2,46 @@
 # The main job, end to end on this machine: install what is missing, build, make a small synthetic
 # pets-like image folder, preprocess it to HDF5 and train for 5 epochs under `mpirun -np 2`.
 # Everything lands in work/ (override with PETS_WORK=DIR).
+#
+# Extra arguments go to pets_train and override the script's own choices (`--epochs 2`,
+# `--out DIR`). PETS_PER_CLASS (images per class, default 20) and PETS_RANKS (default 2) size the
+# run; PETS_BIN=DIR uses the programs already built in DIR instead of building.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-pets_build -DPETS_BUILD_TESTS=OFF
+if [ -n "${PETS_BIN:-}" ]; then
+  bin="$PETS_BIN"
+else
+  pets_build -DPETS_BUILD_TESTS=OFF
+  bin="$PETS_BUILD"
+fi
 
 work="${PETS_WORK:-$PETS_ROOT/work}"
 ranks="${PETS_RANKS:-2}"
+per_class="${PETS_PER_CLASS:-20}"
 mkdir -p "$work"
-bin="$PETS_BUILD"
 
-if [ ! -d "$work/images" ]; then
-  "$bin/pets_synth" --out "$work/images.part" --per-class "${PETS_PER_CLASS:-20}" --seed 42
+# The image folder is remade when it was written with other settings.
+synth_args="--per-class $per_class --seed 42"
+if [ ! -d "$work/images" ] || [ "$(cat "$work/images.args" 2>/dev/null)" != "$synth_args" ]; then
+  rm -rf "$work/images" "$work/images.part" "$work/images.args"
+  # shellcheck disable=SC2086  # synth_args is a list of words
+  "$bin/pets_synth" --out "$work/images.part" $synth_args
   mv "$work/images.part" "$work/images"
+  echo "$synth_args" > "$work/images.args"
 fi
+
+# The script's defaults for options the caller did not give (pets_train takes each option once).
+given() {
+  local name=$1 arg
+  for arg in "${extra[@]}"; do
+    case "$arg" in "$name" | "$name"=*) return 0 ;; esac
+  done
+  return 1
+}
+extra=("$@")
+defaults=()
+given --epochs || defaults+=(--epochs 5)
+given --out || defaults+=(--out "$work/runs/demo")
+
 mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5"
-mpirun -np "$ranks" "$bin/pets_train" --data "$work/pets.h5" --epochs 5 \
-  --out "$work/runs/demo" "$@"
+mpirun -np "$ranks" "$bin/pets_train" --data "$work/pets.h5" "${defaults[@]}" "${extra[@]}"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# userpaths_notebook: jobs/pets_train.ipynb, headless, where Slurm's client is installed but no
+# controller answers (issue 16, item 16): the notebook must launch with mpirun, not fail on srun;
+# run again with another epoch count it must train that run (not fail on the first run's
+# checkpoint) and plot it. PETS_LAUNCHER=bogus must be refused by the first cell.
+# Arguments: SOURCE_DIR BIN_DIR WORKDIR MPIEXEC NPFLAG PREFLAGS
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
+src=$1 bin=$2
+enter_workdir "$3"
+use_mpiexec "$4" "$5" "${6:-}"
+command -v jupyter-nbconvert >/dev/null || fatal "jupyter nbconvert is missing (scripts/install_deps.sh installs it)"
+command -v sinfo >/dev/null || fatal "sinfo is missing (scripts/install_deps.sh installs slurm-wlm)"
+
+cat >nocluster.conf <<'CONF'
+ClusterName=nocluster
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=9
+MessageTimeout=2
+NodeName=localhost CPUs=1 State=UNKNOWN
+PartitionName=p Nodes=localhost Default=YES
+CONF
+mkdir -p jupyter
+export SLURM_CONF=$work/nocluster.conf
+export JUPYTER_CONFIG_DIR=$work/jupyter/config JUPYTER_DATA_DIR=$work/jupyter/data
+export JUPYTER_RUNTIME_DIR=$work/jupyter/runtime IPYTHONDIR=$work/jupyter/ipython
+export MPLCONFIGDIR=$work/jupyter/matplotlib MPLBACKEND=Agg
+export PETS_REPO=$src PETS_BIN=$bin PETS_WORK=$work/nb PETS_NTASKS=2 PETS_CPUS_PER_TASK=1
+export PETS_BATCH_SIZE=4 PETS_SYNTH_CLASSES=2 PETS_SYNTH_PER_CLASS=4
+unset SLURM_JOB_ID PETS_LAUNCHER
+
+# run_notebook NAME EPOCHS: execute it; check the cells, the launcher and the epoch lines.
+run_notebook() {
+  local name=$1 epochs=$2
+  PETS_EPOCHS=$epochs capture "$name.log" jupyter nbconvert --to notebook --execute \
+    --ExecutePreprocessor.timeout=300 --output-dir "$work" --output "$name.ipynb" "$src/jobs/pets_train.ipynb"
+  if [ "$status" -ne 0 ]; then
+    fail "$name: nbconvert --execute ended with status $status"
+    show "$name.log"
+    return
+  fi
+  python3 - "$work/$name.ipynb" "$epochs" <<'PY' || fail "$name: the executed notebook is wrong (above)"
+import json, re, sys
+nb = json.load(open(sys.argv[1]))
+epochs = int(sys.argv[2])
+text = []
+for c in nb["cells"]:
+    for o in c.get("outputs", []):
+        assert o["output_type"] != "error", f"cell error: {o.get('ename')}: {o.get('evalue')}"
+        if o["output_type"] == "stream":
+            text.append("".join(o["text"]))
+out = "".join(text)
+assert "Slurm: no controller answers sinfo; launching with mpirun" in out, "the notebook did not fall back to mpirun"
+assert "$ mpirun -np 2" in out and "$ srun" not in out, "not launched with mpirun"
+trained = re.findall(r"^epoch (\d+): \d+\.\d\d$", out, re.M)
+assert trained == [str(e) for e in range(epochs)], f"epoch lines {trained}, want 0..{epochs - 1}"
+plotted = re.findall(r"^epoch (\d+): accuracy", out, re.M)
+assert plotted == trained, f"the plot cell shows epochs {plotted}, not the run's {trained}"
+print(f"ok: notebook with {epochs} epoch(s): launched with mpirun, epochs {trained} trained and plotted")
+PY
+}
+run_notebook first 1
+run_notebook second 2
+ls -d nb/run-* >/dev/null 2>&1 || fail "no run folder under nb/"
+
+PETS_LAUNCHER=bogus capture bogus.log jupyter nbconvert --to notebook --execute \
+  --output-dir "$work" --output bogus.ipynb "$src/jobs/pets_train.ipynb"
+[ "$status" -ne 0 ] || fail "PETS_LAUNCHER=bogus: the notebook ran"
+grep -q "PETS_LAUNCHER must be auto, srun or mpirun" bogus.log || { fail "PETS_LAUNCHER=bogus: no clear message"; show bogus.log; }
+pass "the notebook falls back to mpirun without a controller, trains a second epoch count in its own run, refuses a bad launcher"
+finish
