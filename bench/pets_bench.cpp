@@ -29,8 +29,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -302,8 +302,10 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   // --bn-mode eval: the folded backbone, as pets_train runs it.
   std::optional<pets::model::FoldedBackbone> folded;
   if (c.bn_mode == "eval") folded.emplace(*model);
-  // NCHW as the loader delivers it; the step converts to channels-last as the trainer does.
-  auto pixels = torch::randn({c.batch, 3, c.image_size, c.image_size});
+  // NHWC as the loader delivers it, seen as a channels-last NCHW tensor (the trainer's
+  // batch_images): the model takes it as it is, no conversion.
+  auto pixels = torch::randn({c.batch, c.image_size, c.image_size, 3}).permute({0, 3, 1, 2});
+  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
   auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
   json out = {{"batch", c.batch},
               {"image_size", c.image_size},
@@ -319,8 +321,7 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
           at::autocast::set_cpu_enabled(true);
           at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
         }
-        const auto x = pixels.contiguous(torch::MemoryFormat::ChannelsLast);
-        features = (folded ? folded->forward_features(x) : model->forward_features(x))
+        features = (folded ? folded->forward_features(pixels) : model->forward_features(pixels))
                        .to(torch::kFloat32);
         if (precision == "bf16") {
           at::autocast::set_cpu_enabled(false);
@@ -500,8 +501,8 @@ void print_table(const json& r) {
       100 * ms["bf16"]["roofline_fraction"].get<double>());
   if (r.contains("model_step_default_malloc")) {
     const auto& dm = r.at("model_step_default_malloc");
-    row("%-34s %12.2f %12.2f", "  same, glibc's default malloc", dm["fp32"]["images_per_s"].get<double>(),
-        dm["bf16"]["images_per_s"].get<double>());
+    row("%-34s %12.2f %12.2f", "  same, glibc's default malloc",
+        dm["fp32"]["images_per_s"].get<double>(), dm["bf16"]["images_per_s"].get<double>());
   }
   row("%-34s %12.1f", "loader images/s (one rank)", r["loader"]["images_per_s"].get<double>());
   if (r.contains("end_to_end")) {

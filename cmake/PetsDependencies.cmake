@@ -1,4 +1,6 @@
-# Finds every dependency of pets_train and collects the imported targets in PETS_DEPENDENCY_TARGETS.
+# Finds every dependency of pets_train: LibTorch as the target pets_torch, NCCL (optional) as
+# pets_nccl, the rest through PetsHostDependencies.cmake. Each area library links the ones it
+# uses (src/<area>/CMakeLists.txt).
 
 find_package(Torch REQUIRED)
 include(PetsHostDependencies)
@@ -8,10 +10,6 @@ include(PetsHostDependencies)
 add_library(pets_torch INTERFACE)
 target_link_libraries(pets_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(pets_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
-
-set(PETS_DEPENDENCY_TARGETS
-  pets_torch MPI::MPI_CXX MPI::MPI_C HDF5::HDF5 PkgConfig::TURBOJPEG PNG::PNG GIF::GIF
-  Boost::program_options nlohmann_json::nlohmann_json Threads::Threads)
 
 # The GPU backend: CUDA runtime and NCCL, optional. Found -> compiled in (PETS_HAVE_NCCL).
 set(PETS_HAVE_NCCL OFF)
@@ -24,7 +22,7 @@ if(PETS_WITH_NCCL)
       add_library(pets_nccl INTERFACE)
       target_include_directories(pets_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
       target_link_libraries(pets_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
-      list(APPEND PETS_DEPENDENCY_TARGETS pets_nccl)
+      target_compile_definitions(pets_nccl INTERFACE PETS_HAVE_NCCL=1)
       set(PETS_HAVE_NCCL ON)
       message(STATUS "pets: NCCL backend ON (${NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION})")
     endif()
@@ -38,6 +36,7 @@ endif()
 set(PETS_TORCH_CUDA OFF)
 if(TORCH_CUDA_LIBRARIES OR CAFFE2_USE_CUDA)
   set(PETS_TORCH_CUDA ON)
+  target_compile_definitions(pets_torch INTERFACE PETS_TORCH_CUDA=1)
 endif()
 message(STATUS "pets: LibTorch ${Torch_VERSION}, CUDA LibTorch: ${PETS_TORCH_CUDA}")
 

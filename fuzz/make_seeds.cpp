@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "pets/data/encode.hpp"
-#include "pets/data/synth.hpp"
 #include "pets/model/safetensors.hpp"
+#include "pets/testdata/encode.hpp"
+#include "pets/testdata/synth.hpp"
 #include "pets/util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -62,22 +62,22 @@ void write_safetensors_seeds(const fs::path& dir) {
 }
 
 void write_image_seeds(const fs::path& dir) {
-  const pets::data::Image img = pets::data::render_synthetic_image(3, 0, 1, 12, 16);
-  pets::data::JpegOptions baseline;
-  pets::data::JpegOptions progressive;
+  const pets::data::Image img = pets::testdata::render_synthetic_image(3, 0, 1, 12, 16);
+  pets::testdata::JpegOptions baseline;
+  pets::testdata::JpegOptions progressive;
   progressive.progressive = true;
   progressive.subsampling = 0;
-  pets::data::JpegOptions gray;
+  pets::testdata::JpegOptions gray;
   gray.grayscale = true;
-  pets::data::JpegOptions cmyk;
+  pets::testdata::JpegOptions cmyk;
   cmyk.cmyk = true;
-  write_bytes(dir / "baseline.jpg", pets::data::encode_jpeg(img, baseline));
-  write_bytes(dir / "progressive.jpg", pets::data::encode_jpeg(img, progressive));
-  write_bytes(dir / "gray.jpg", pets::data::encode_jpeg(img, gray));
-  write_bytes(dir / "cmyk.jpg", pets::data::encode_jpeg(img, cmyk));
-  write_bytes(dir / "rgb.png", pets::data::encode_png(img));
-  write_bytes(dir / "rgba.png", pets::data::encode_png(img, 256));
-  write_bytes(dir / "frame.gif", pets::data::encode_gif(img));
+  write_bytes(dir / "baseline.jpg", pets::testdata::encode_jpeg(img, baseline));
+  write_bytes(dir / "progressive.jpg", pets::testdata::encode_jpeg(img, progressive));
+  write_bytes(dir / "gray.jpg", pets::testdata::encode_jpeg(img, gray));
+  write_bytes(dir / "cmyk.jpg", pets::testdata::encode_jpeg(img, cmyk));
+  write_bytes(dir / "rgb.png", pets::testdata::encode_png(img));
+  write_bytes(dir / "rgba.png", pets::testdata::encode_png(img, 256));
+  write_bytes(dir / "frame.gif", pets::testdata::encode_gif(img));
 }
 
 }  // namespace

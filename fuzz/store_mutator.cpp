@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pets/data/h5store.hpp"
+#include "pets/data/store_schema.hpp"
 
 extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
 
@@ -100,8 +101,8 @@ H5Id random_type(Rng& rng) {
   }
   H5Tset_size(s.get(), 1 + pick(rng, 24));
   H5Id row(H5Tcreate(H5T_COMPOUND, 2 * H5Tget_size(s.get())));
-  H5Tinsert(row.get(), "name", 0, s.get());
-  H5Tinsert(row.get(), "reason", H5Tget_size(s.get()), s.get());
+  H5Tinsert(row.get(), pets::data::store::kRowName, 0, s.get());
+  H5Tinsert(row.get(), pets::data::store::kRowReason, H5Tget_size(s.get()), s.get());
   return row;
 }
 

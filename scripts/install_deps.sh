@@ -9,10 +9,12 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   libturbojpeg0-dev libpng-dev libgif-dev
   libboost-program-options-dev
+  libxxhash-dev  # header only (pets/util/digest): XXH_INLINE_ALL, nothing to link
   libgtest-dev
   clang-14 libclang-rt-14-dev llvm-14  # the sanitizer build and libFuzzer targets (fuzz/); llvm-14: llvm-symbolizer
   nlohmann-json3-dev
   slurm-wlm munge
+  iproute2 util-linux  # ip netns/link/bridge, nsenter, unshare: the multi-host test cluster (scripts/test_cluster.sh)
   jupyter-nbconvert python3-ipykernel python3-matplotlib
 )
 

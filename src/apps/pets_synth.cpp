@@ -3,7 +3,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "pets/data/synth.hpp"
+#include "pets/testdata/synth.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 
@@ -11,7 +11,7 @@ namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
   try {
-    pets::data::SynthOptions o;
+    pets::testdata::SynthOptions o;
     po::options_description desc("pets_synth --out DIR --per-class N [options]");
     desc.add_options()("help,h", "show this help")(
         "out", po::value<std::string>(&o.out_dir)->required(), "output folder (created)")(
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     } catch (const po::error& e) {
       throw pets::UsageError(std::string("pets_synth: ") + pets::program_options_message(e));
     }
-    const std::int64_t n = pets::data::write_synthetic_dataset(o);
+    const std::int64_t n = pets::testdata::write_synthetic_dataset(o);
     std::cout << "pets_synth: wrote " << n << " files to " << o.out_dir << "\n";
     return 0;
   } catch (const pets::UsageError& e) {

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "pets/comm/mpi_comm.hpp"
+#include "pets/comm/program.hpp"
 #include "pets/train/options.hpp"
 #include "pets/train/trainer.hpp"
-#include "pets/util/app.hpp"
 
 int main(int argc, char** argv) {
   return pets::run_mpi_program(argc, argv, [](int argc, char** argv) {

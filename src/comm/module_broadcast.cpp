@@ -1,28 +1,12 @@
 #include <torch/nn/module.h>
 
 #include "pets/comm/communicator.hpp"
+#include "pets/util/digest.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::comm {
 
 namespace {
-
-class Fnv1a {
- public:
-  void add(const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) {
-      hash_ ^= p[i];
-      hash_ *= 0x100000001b3ULL;
-    }
-  }
-  void add(const std::string& s) { add(s.data(), s.size() + 1); }  // NUL separates fields
-  void add_int(std::int64_t v) { add(&v, sizeof v); }
-  std::uint64_t value() const { return hash_; }
-
- private:
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
-};
 
 /// Parameters then buffers, each under its dotted name: the order all ranks share.
 std::vector<std::pair<std::string, at::Tensor>> module_tensors(const torch::nn::Module& module) {
@@ -34,42 +18,43 @@ std::vector<std::pair<std::string, at::Tensor>> module_tensors(const torch::nn::
   return tensors;
 }
 
-void add_layout(Fnv1a& h, const std::string& name, const at::Tensor& t) {
-  h.add(name);
+/// The name, then the dtype (by name, stable across LibTorch versions) and shape of a defined
+/// tensor, or -1 for an undefined one.
+void add_layout(Digest& h, const std::string& name, const at::Tensor& t) {
+  h.add_string(name);
   if (!t.defined()) {
     h.add_int(-1);
     return;
   }
-  h.add_int(static_cast<std::int64_t>(t.scalar_type()));
+  h.add_string(c10::toString(t.scalar_type()));
   h.add_int(t.dim());
   for (const std::int64_t d : t.sizes()) h.add_int(d);
 }
 
-/// The layout, then the values of a defined tensor.
-void add_tensor(Fnv1a& h, const std::string& name, const at::Tensor& t) {
-  add_layout(h, name, t);
-  if (!t.defined()) return;
-  const at::Tensor bytes = t.detach().cpu().contiguous();
-  h.add(bytes.data_ptr(), bytes.nbytes());
-}
-
 }  // namespace
 
+void add_tensor_to_digest(Digest& digest, const std::string& name, const at::Tensor& tensor) {
+  add_layout(digest, name, tensor);
+  if (!tensor.defined()) return;
+  const at::Tensor bytes = tensor.detach().cpu().contiguous();
+  digest.add(bytes.data_ptr(), bytes.nbytes());
+}
+
 std::uint64_t module_digest(const torch::nn::Module& module) {
-  Fnv1a h;
-  for (const auto& [name, tensor] : module_tensors(module)) add_tensor(h, name, tensor);
+  Digest h;
+  for (const auto& [name, tensor] : module_tensors(module)) add_tensor_to_digest(h, name, tensor);
   return h.value();
 }
 
 std::uint64_t tensors_digest(const std::vector<at::Tensor>& tensors) {
-  Fnv1a h;
-  for (const at::Tensor& tensor : tensors) add_tensor(h, "", tensor);
+  Digest h;
+  for (const at::Tensor& tensor : tensors) add_tensor_to_digest(h, "", tensor);
   return h.value();
 }
 
 void broadcast_module(Communicator& comm, torch::nn::Module& module, int root) {
   const auto tensors = module_tensors(module);
-  Fnv1a layout;
+  Digest layout;
   for (const auto& [name, tensor] : tensors) add_layout(layout, name, tensor);
 
   // Agree on the layout before moving any payload, so that a mismatch makes every rank throw

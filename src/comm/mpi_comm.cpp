@@ -1,5 +1,6 @@
 #include "pets/comm/mpi_comm.hpp"
 
+#include <climits>
 #include <utility>
 
 #include "pets/util/error.hpp"
@@ -78,6 +79,47 @@ MpiComm& MpiComm::operator=(MpiComm&& other) noexcept {
     local_size_ = other.local_size_;
   }
   return *this;
+}
+
+std::string broadcast_string(std::string text, MPI_Comm comm, int root) {
+  long long n = static_cast<long long>(text.size());
+  PETS_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm));
+  PETS_CHECK(n >= 0 && n <= INT_MAX, "broadcast_string: " + std::to_string(n) + " bytes");
+  text.resize(static_cast<std::size_t>(n));
+  if (n > 0) PETS_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(n), MPI_CHAR, root, comm));
+  return text;
+}
+
+std::vector<std::string> allgather_strings(const std::vector<std::string>& mine, MPI_Comm comm) {
+  std::string packed;
+  for (const auto& s : mine) {
+    packed += s;
+    packed.push_back('\0');
+  }
+  int size = 0;
+  PETS_MPI_CHECK(MPI_Comm_size(comm, &size));
+  PETS_CHECK(packed.size() <= INT_MAX,
+             "allgather_strings: " + std::to_string(packed.size()) + " bytes on one rank");
+  int n = static_cast<int>(packed.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  PETS_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
+  long long total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    total += counts[static_cast<std::size_t>(r)];
+    PETS_CHECK(total <= INT_MAX, "allgather_strings: over 2 GiB in all");
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  PETS_MPI_CHECK(MPI_Allgatherv(packed.data(), n, MPI_CHAR, all.data(), counts.data(),
+                                displs.data(), MPI_CHAR, comm));
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i] == '\0') {
+      out.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
 }
 
 void MpiComm::release() noexcept {

@@ -28,18 +28,19 @@ std::string nccl_version_string() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
-void throw_nccl_error(ncclResult_t result, const char* call, ncclComm_t comm, const char* file,
-                      int line) {
-  std::string message = std::string(call) + " failed: " + ncclGetErrorString(result);
-  const char* last = ncclGetLastError(comm);
+void throw_nccl_error(int result, const char* call, void* nccl_comm, const char* file, int line) {
+  std::string message =
+      std::string(call) + " failed: " + ncclGetErrorString(static_cast<ncclResult_t>(result));
+  const char* last = ncclGetLastError(static_cast<ncclComm_t>(nccl_comm));
   if (last != nullptr && *last != '\0') message += "; " + std::string(last);
   message += " (NCCL " + nccl_version_string() + ")";
   throw Error(stamp(message, file, line));
 }
 
-void throw_cuda_error(cudaError_t error, const char* call, const char* file, int line) {
+void throw_cuda_error(int error, const char* call, const char* file, int line) {
+  const auto code = static_cast<cudaError_t>(error);
   throw Error(stamp(
-      std::string(call) + " failed: " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error),
+      std::string(call) + " failed: " + cudaGetErrorName(code) + ": " + cudaGetErrorString(code),
       file, line));
 }
 

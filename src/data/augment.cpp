@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "pets/util/error.hpp"
 
@@ -45,31 +44,31 @@ CropBox random_resized_crop_box(int height, int width, const std::function<doubl
 }
 
 CropBox random_resized_crop_box(int height, int width, Rng& rng, const CropParams& params) {
-  return random_resized_crop_box(height, width, [&rng] { return rng.uniform(); }, params);
+  return random_resized_crop_box(
+      height, width, [&rng] { return rng.uniform(); }, params);
 }
 
-void normalize_to_chw(const float* hwc, int height, int width, float* chw) {
-  const std::size_t plane = static_cast<std::size_t>(height) * width;
+void normalize_hwc(const float* hwc, int height, int width, float* out) {
+  float scale[3], shift[3];
   for (int c = 0; c < 3; ++c) {
-    const float scale = 1.0f / (255.0f * kStd[c]);
-    const float shift = kMean[c] / kStd[c];
-    float* dst = chw + c * plane;
-    for (std::size_t i = 0; i < plane; ++i) dst[i] = hwc[i * 3 + c] * scale - shift;
+    scale[c] = 1.0f / (255.0f * kStd[c]);
+    shift[c] = kMean[c] / kStd[c];
   }
+  const std::size_t pixels = static_cast<std::size_t>(height) * width;
+  for (std::size_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < 3; ++c) out[i * 3 + c] = hwc[i * 3 + c] * scale[c] - shift[c];
 }
 
 void transform_train(const Image& image, Rng& rng, int size, float* out, const CropParams& params) {
   const CropBox box = random_resized_crop_box(image.height, image.width, rng, params);
-  std::vector<float> hwc(static_cast<std::size_t>(size) * size * 3);
-  resize_crop_bilinear(image.pixels.data(), image.height, image.width, box, size, size, hwc.data());
-  normalize_to_chw(hwc.data(), size, size, out);
+  resize_crop_bilinear(image.pixels.data(), image.height, image.width, box, size, size, out);
+  normalize_hwc(out, size, size, out);
 }
 
 void transform_eval(const Image& image, int size, float* out) {
-  std::vector<float> hwc(static_cast<std::size_t>(size) * size * 3);
   resize_crop_bilinear(image.pixels.data(), image.height, image.width,
-                       CropBox{0, 0, image.height, image.width}, size, size, hwc.data());
-  normalize_to_chw(hwc.data(), size, size, out);
+                       CropBox{0, 0, image.height, image.width}, size, size, out);
+  normalize_hwc(out, size, size, out);
 }
 
 }  // namespace pets::data

@@ -1,5 +1,9 @@
 #include "pets/data/checks.hpp"
 
+#include <turbojpeg.h>
+
+#include <type_traits>
+
 #include "pets/util/error.hpp"
 
 namespace pets::data {
@@ -25,7 +29,9 @@ herr_t keep_innermost(unsigned n, const H5E_error2_t* err, void* data) {
   char minor[128] = {0};
   H5Eget_msg(err->min_num, nullptr, minor, sizeof(minor));
   const std::string desc = err->desc ? err->desc : "";
-  *out = *minor == '\0' ? desc : desc.empty() ? std::string(minor) : std::string(minor) + " (" + desc + ")";
+  *out = *minor == '\0' ? desc
+         : desc.empty() ? std::string(minor)
+                        : std::string(minor) + " (" + desc + ")";
   return 0;
 }
 }  // namespace
@@ -49,7 +55,10 @@ void throw_h5_error(const char* call, const char* file, int line) {
   throw_error(std::string(call) + " failed: " + hdf5_error_stack(), file, line);
 }
 
-void throw_tj_error(tjhandle handle, const char* call, const char* file, int line) {
+// error.hpp declares the handle as void* to stay free of turbojpeg.h.
+static_assert(std::is_same_v<tjhandle, void*>);
+
+void throw_tj_error(void* handle, const char* call, const char* file, int line) {
   const char* text = tjGetErrorStr2(handle);
   throw_error(std::string(call) + " failed: " + (text ? text : "unknown TurboJPEG error"), file,
               line);

@@ -1,6 +1,7 @@
 #include "pets/data/h5store.hpp"
 
 #include <mutex>
+#include <type_traits>
 
 #include "pets/data/checks.hpp"
 #include "pets/util/error.hpp"
@@ -32,14 +33,22 @@ hid_t H5Id::release() {
 namespace {
 herr_t close_id(hid_t id) {
   switch (H5Iget_type(id)) {
-    case H5I_FILE: return H5Fclose(id);
-    case H5I_GROUP: return H5Gclose(id);
-    case H5I_DATASET: return H5Dclose(id);
-    case H5I_DATASPACE: return H5Sclose(id);
-    case H5I_DATATYPE: return H5Tclose(id);
-    case H5I_GENPROP_LST: return H5Pclose(id);
-    case H5I_ATTR: return H5Aclose(id);
-    default: return H5Idec_ref(id) < 0 ? -1 : 0;
+    case H5I_FILE:
+      return H5Fclose(id);
+    case H5I_GROUP:
+      return H5Gclose(id);
+    case H5I_DATASET:
+      return H5Dclose(id);
+    case H5I_DATASPACE:
+      return H5Sclose(id);
+    case H5I_DATATYPE:
+      return H5Tclose(id);
+    case H5I_GENPROP_LST:
+      return H5Pclose(id);
+    case H5I_ATTR:
+      return H5Aclose(id);
+    default:
+      return H5Idec_ref(id) < 0 ? -1 : 0;
   }
 }
 }  // namespace
@@ -57,7 +66,9 @@ void H5Id::close() {
   if (close_id(id) < 0) PETS_ERROR("closing an HDF5 object failed: " + hdf5_error_stack());
 }
 
-const char* split_name(SplitKind kind) { return kind == SplitKind::kTrain ? "train" : "eval"; }
+const char* split_name(SplitKind kind) {
+  return kind == SplitKind::kTrain ? store::kTrainGroup : store::kEvalGroup;
+}
 
 namespace {
 
@@ -109,10 +120,12 @@ void check_fits(const std::string& path, hid_t obj, bool attr, const std::string
 std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool attr,
                                       const std::string& what) {
   H5Id type(attr ? H5Aget_type(obj) : H5Dget_type(obj));
-  if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) != 0)
+  if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING ||
+      H5Tis_variable_str(type.get()) != 0)
     bad(path, what + " is not a fixed-length string array");
   const std::vector<hsize_t> dims = dims_of(obj, attr);
-  if (dims.size() > 1) bad(path, what + " has rank " + std::to_string(dims.size()) + ", expected 1");
+  if (dims.size() > 1)
+    bad(path, what + " has rank " + std::to_string(dims.size()) + ", expected 1");
   check_fits(path, obj, attr, what);
   const std::size_t n = dims.empty() ? 1 : dims[0];
   const std::size_t len = H5Tget_size(type.get());
@@ -131,34 +144,42 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
 }
 
 H5Id open_attr(const std::string& path, hid_t file, const char* name) {
-  if (H5Aexists(file, name) <= 0) bad(path, std::string("root attribute '") + name + "' is missing");
+  if (H5Aexists(file, name) <= 0)
+    bad(path, std::string("root attribute '") + name + "' is missing");
   H5Id a(H5Aopen(file, name, H5P_DEFAULT));
-  if (!a.valid()) bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_root_cause());
+  if (!a.valid())
+    bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_root_cause());
   return a;
 }
 
+/// Reads a scalar numeric root attribute of the schema.
 template <typename T>
-T read_scalar_attr(const std::string& path, hid_t file, const char* name, hid_t mem_type,
-                   H5T_class_t cls) {
+T read_scalar_attr(const std::string& path, hid_t file, const store::Field& field) {
+  static_assert(std::is_arithmetic_v<T>);
+  const char* name = field.name;
   H5Id a = open_attr(path, file, name);
   H5Id type(H5Aget_type(a.get()));
-  if (H5Tget_class(type.get()) != cls)
+  if (H5Tget_class(type.get()) != field.type.type_class)
     bad(path, std::string("attribute '") + name + "' has the wrong type class");
   const std::vector<hsize_t> dims = dims_of(a.get(), true);
   if (!(dims.empty() || (dims.size() == 1 && dims[0] == 1)))
     bad(path, std::string("attribute '") + name + "' is not a scalar");
   T value{};
-  if (H5Aread(a.get(), mem_type, &value) < 0)
+  if (H5Aread(a.get(), store::memory_type(field.type), &value) < 0)
     bad(path, std::string("cannot read attribute '") + name + "': " + hdf5_root_cause());
   return value;
 }
 
-/// Opens a dataset and checks its type class, element size (0: any), signedness (integers)
-/// and rank. The sign matters: HDF5 converts on read, so int8 pixels read as uint8 would
-/// silently clip every negative value to 0.
-H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname, const char* name,
-                  H5T_class_t cls, std::size_t size, int rank, std::vector<hsize_t>& dims,
-                  H5T_sign_t sign = H5T_SGN_ERROR) {
+/// Opens a split's dataset and checks its type class, element size (0: any), signedness
+/// (integers) and rank against the schema. The sign matters: HDF5 converts on read, so int8
+/// pixels read as uint8 would silently clip every negative value to 0.
+H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname,
+                  const store::Field& field, std::vector<hsize_t>& dims) {
+  const char* name = field.name;
+  const H5T_class_t cls = field.type.type_class;
+  const std::size_t size = field.type.size;
+  const H5T_sign_t sign = field.type.sign;
+  const int rank = field.rank;
   const std::string what = "/" + gname + "/" + name;
   if (H5Lexists(group, name, H5P_DEFAULT) <= 0) bad(path, "dataset " + what + " is missing");
   H5Id d(H5Dopen2(group, name, H5P_DEFAULT));
@@ -166,11 +187,12 @@ H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname
   H5Id type(H5Dget_type(d.get()));
   if (H5Tget_class(type.get()) != cls || (size != 0 && H5Tget_size(type.get()) != size) ||
       (cls == H5T_INTEGER && H5Tget_sign(type.get()) != sign))
-    bad(path, "dataset " + what + " has the wrong type (expected " +
-                  (cls == H5T_INTEGER ? std::string(sign == H5T_SGN_NONE ? "unsigned " : "signed ") +
-                                            std::to_string(size * 8) + "-bit integer"
-                                      : std::string("string")) +
-                  ")");
+    bad(path,
+        "dataset " + what + " has the wrong type (expected " +
+            (cls == H5T_INTEGER ? std::string(sign == H5T_SGN_NONE ? "unsigned " : "signed ") +
+                                      std::to_string(size * 8) + "-bit integer"
+                                : std::string("string")) +
+            ")");
   dims = dims_of(d.get(), false);
   if (static_cast<int>(dims.size()) != rank)
     bad(path, "dataset " + what + " has shape " + dims_text(dims) + ", expected rank " +
@@ -190,7 +212,8 @@ std::vector<T> read_all(const std::string& path, hid_t d, hid_t mem_type, std::s
 
 std::vector<NameReason> read_table(const std::string& path, hid_t file, const char* name) {
   std::vector<NameReason> rows;
-  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) bad(path, std::string("table /") + name + " is missing");
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+    bad(path, std::string("table /") + name + " is missing");
   H5Id d(H5Dopen2(file, name, H5P_DEFAULT));
   H5Id type(H5Dget_type(d.get()));
   if (!d.valid() || H5Tget_class(type.get()) != H5T_COMPOUND || H5Tget_nmembers(type.get()) != 2)
@@ -238,23 +261,23 @@ Store::Store(const std::string& path) : path_(path) {
   if (!file_.valid())
     throw UsageError("cannot open image store " + path + ": " + hdf5_root_cause());
   const hid_t f = file_.get();
-  const auto version =
-      read_scalar_attr<std::int32_t>(path, f, "schema_version", H5T_NATIVE_INT32, H5T_INTEGER);
-  if (version != kSchemaVersion)
-    bad(path, "schema_version is " + std::to_string(version) + ", this program reads " +
-                  std::to_string(kSchemaVersion));
+  const auto version = read_scalar_attr<std::int32_t>(path, f, store::kSchemaVersion);
+  if (version != store::kVersion)
+    bad(path, std::string(store::kSchemaVersion.name) + " is " + std::to_string(version) +
+                  ", this program reads " + std::to_string(store::kVersion));
   {
-    H5Id a = open_attr(path, f, "label_names");
-    label_names_ = read_strings(path, a.get(), true, "attribute label_names");
+    H5Id a = open_attr(path, f, store::kLabelNames.name);
+    label_names_ =
+        read_strings(path, a.get(), true, std::string("attribute ") + store::kLabelNames.name);
   }
-  if (label_names_.empty()) bad(path, "label_names is empty");
-  seed_ = read_scalar_attr<std::uint64_t>(path, f, "seed", H5T_NATIVE_UINT64, H5T_INTEGER);
-  train_fraction_ =
-      read_scalar_attr<double>(path, f, "train_fraction", H5T_NATIVE_DOUBLE, H5T_FLOAT);
+  if (label_names_.empty()) bad(path, std::string(store::kLabelNames.name) + " is empty");
+  seed_ = read_scalar_attr<std::uint64_t>(path, f, store::kSeed);
+  train_fraction_ = read_scalar_attr<double>(path, f, store::kTrainFraction);
   {
-    H5Id a = open_attr(path, f, "tool_version");
-    const std::vector<std::string> v = read_strings(path, a.get(), true, "attribute tool_version");
-    if (v.empty()) bad(path, "attribute tool_version is empty");
+    const std::string what = std::string("attribute ") + store::kToolVersion.name;
+    H5Id a = open_attr(path, f, store::kToolVersion.name);
+    const std::vector<std::string> v = read_strings(path, a.get(), true, what);
+    if (v.empty()) bad(path, what + " is empty");
     tool_version_ = v[0];
   }
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
@@ -263,25 +286,33 @@ Store::Store(const std::string& path) : path_(path) {
     H5Id group(H5Gopen2(f, g.c_str(), H5P_DEFAULT));
     if (!group.valid()) bad(path, "/" + g + " is not a group");
     SplitIndex& s = kind == SplitKind::kTrain ? train_ : eval_;
+    const auto where = [&](const store::Field& field) {
+      return "/" + store::dataset_path(g.c_str(), field);
+    };
     std::vector<hsize_t> dp, doff, dsh, dlab, dnam;
-    H5Id pixels = open_dataset(path, group.get(), g, "pixels", H5T_INTEGER, 1, 1, dp, H5T_SGN_NONE);
-    H5Id offsets = open_dataset(path, group.get(), g, "offsets", H5T_INTEGER, 8, 1, doff, H5T_SGN_NONE);
-    H5Id shapes = open_dataset(path, group.get(), g, "shapes", H5T_INTEGER, 4, 2, dsh, H5T_SGN_2);
-    H5Id labels = open_dataset(path, group.get(), g, "labels", H5T_INTEGER, 4, 1, dlab, H5T_SGN_2);
-    H5Id names = open_dataset(path, group.get(), g, "names", H5T_STRING, 0, 1, dnam);
-    if (dsh[1] != 3)
-      bad(path, "dataset /" + g + "/shapes has shape " + dims_text(dsh) + ", expected [n, 3]");
+    H5Id pixels = open_dataset(path, group.get(), g, store::kPixels, dp);
+    H5Id offsets = open_dataset(path, group.get(), g, store::kOffsets, doff);
+    H5Id shapes = open_dataset(path, group.get(), g, store::kShapes, dsh);
+    H5Id labels = open_dataset(path, group.get(), g, store::kLabels, dlab);
+    H5Id names = open_dataset(path, group.get(), g, store::kNames, dnam);
+    if (dsh[1] != store::kShapes.columns)
+      bad(path, "dataset " + where(store::kShapes) + " has shape " + dims_text(dsh) +
+                    ", expected [n, " + std::to_string(store::kShapes.columns) + "]");
     const hsize_t n = dlab[0];
     if (doff[0] != n || dsh[0] != n || dnam[0] != n)
-      bad(path, "/" + g + " datasets disagree on the image count: labels " + dims_text(dlab) +
-                    ", offsets " + dims_text(doff) + ", shapes " + dims_text(dsh) + ", names " +
+      bad(path, "/" + g + " datasets disagree on the image count: " + store::kLabels.name + " " +
+                    dims_text(dlab) + ", " + store::kOffsets.name + " " + dims_text(doff) + ", " +
+                    store::kShapes.name + " " + dims_text(dsh) + ", " + store::kNames.name + " " +
                     dims_text(dnam));
     s.pixel_bytes = dp[0];
-    s.offsets = read_all<std::uint64_t>(path, offsets.get(), H5T_NATIVE_UINT64, n, "/" + g + "/offsets");
+    s.offsets = read_all<std::uint64_t>(
+        path, offsets.get(), store::memory_type(store::kOffsets.type), n, where(store::kOffsets));
     std::vector<std::int32_t> flat =
-        read_all<std::int32_t>(path, shapes.get(), H5T_NATIVE_INT32, n * 3, "/" + g + "/shapes");
-    s.labels = read_all<std::int32_t>(path, labels.get(), H5T_NATIVE_INT32, n, "/" + g + "/labels");
-    s.names = read_strings(path, names.get(), false, "/" + g + "/names");
+        read_all<std::int32_t>(path, shapes.get(), store::memory_type(store::kShapes.type),
+                               n * store::kShapes.columns, where(store::kShapes));
+    s.labels = read_all<std::int32_t>(path, labels.get(), store::memory_type(store::kLabels.type),
+                                      n, where(store::kLabels));
+    s.names = read_strings(path, names.get(), false, where(store::kNames));
     s.shapes.resize(n);
     for (hsize_t i = 0; i < n; ++i) {
       const std::int32_t h = flat[i * 3], w = flat[i * 3 + 1], c = flat[i * 3 + 2];
@@ -291,9 +322,9 @@ Store::Store(const std::string& path) : path_(path) {
                       std::to_string(c) + "), expected (h > 0, w > 0, 3)");
       const std::uint64_t bytes = static_cast<std::uint64_t>(h) * w * 3;
       if (s.offsets[i] > s.pixel_bytes || bytes > s.pixel_bytes - s.offsets[i])
-        bad(path, at + " lies outside /" + g + "/pixels (offset " + std::to_string(s.offsets[i]) +
-                      ", " + std::to_string(bytes) + " bytes, dataset holds " +
-                      std::to_string(s.pixel_bytes) + ")");
+        bad(path, at + " lies outside " + where(store::kPixels) + " (offset " +
+                      std::to_string(s.offsets[i]) + ", " + std::to_string(bytes) +
+                      " bytes, dataset holds " + std::to_string(s.pixel_bytes) + ")");
       if (s.labels[i] < 0 || s.labels[i] >= static_cast<std::int32_t>(label_names_.size()))
         bad(path, at + " has label " + std::to_string(s.labels[i]) + ", outside [0, " +
                       std::to_string(label_names_.size()) + ")");
@@ -301,8 +332,8 @@ Store::Store(const std::string& path) : path_(path) {
     }
     (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_) = std::move(pixels);
   }
-  skipped_ = read_table(path, f, "skipped");
-  warnings_ = read_table(path, f, "warnings");
+  skipped_ = read_table(path, f, store::kSkippedTable);
+  warnings_ = read_table(path, f, store::kWarningsTable);
 }
 
 Store::~Store() {
@@ -325,12 +356,14 @@ Image Store::read_image(SplitKind kind, std::int64_t i) const {
   H5Id file_space(PETS_H5_CHECK(H5Dget_space(d)));
   const hsize_t start = s.offsets[static_cast<std::size_t>(i)];
   const hsize_t count = img.pixels.size();
-  PETS_H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
+  PETS_H5_CHECK(
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
   H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
-  if (H5Dread(d, H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), H5P_DEFAULT,
-              img.pixels.data()) < 0)
-    throw UsageError("cannot read image " + std::to_string(i) + " of /" + split_name(kind) +
-                     "/pixels in " + path_ + ": " + hdf5_root_cause());
+  if (H5Dread(d, store::memory_type(store::kPixels.type), mem_space.get(), file_space.get(),
+              H5P_DEFAULT, img.pixels.data()) < 0)
+    throw UsageError("cannot read image " + std::to_string(i) + " of /" +
+                     store::dataset_path(split_name(kind), store::kPixels) + " in " + path_ + ": " +
+                     hdf5_root_cause());
   return img;
 }
 

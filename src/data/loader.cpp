@@ -44,8 +44,8 @@ std::vector<std::int64_t> Loader::step_indices(SplitKind kind, std::int64_t epoc
   const std::int64_t count = base + (rank < extra ? 1 : 0);
   std::vector<std::int64_t> out(static_cast<std::size_t>(count));
   if (kind == SplitKind::kTrain) {
-    const std::vector<std::int64_t> order =
-        permutation(n, mix_seed({options_.seed, static_cast<std::uint64_t>(epoch), kTrainOrderTag}));
+    const std::vector<std::int64_t> order = permutation(
+        n, mix_seed({options_.seed, static_cast<std::uint64_t>(epoch), kTrainOrderTag}));
     for (std::int64_t i = 0; i < count; ++i)
       out[static_cast<std::size_t>(i)] = order[static_cast<std::size_t>(first + i)];
   } else {
@@ -67,7 +67,8 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
   for (std::int64_t i = 0; i < b.n; ++i) {
     const std::int64_t idx = b.indices[static_cast<std::size_t>(i)];
     const Image img = store_->read_image(kind, idx);
-    b.labels[static_cast<std::size_t>(i)] = store_->split(kind).labels[static_cast<std::size_t>(idx)];
+    b.labels[static_cast<std::size_t>(i)] =
+        store_->split(kind).labels[static_cast<std::size_t>(idx)];
     float* out = b.pixels.data() + static_cast<std::size_t>(i) * per_image;
     if (kind == SplitKind::kTrain) {
       // One stream per (seed, rank, epoch) and position in it: results do not depend on which

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
+#include "pets/comm/mpi_comm.hpp"
 #include "pets/data/checks.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/data/labels.hpp"
@@ -21,7 +23,8 @@ namespace fs = std::filesystem;
 namespace pets::data {
 
 std::string PreprocessSummary::line() const {
-  std::string s = std::to_string(stored) + " stored, " + std::to_string(skipped.size()) + " skipped";
+  std::string s =
+      std::to_string(stored) + " stored, " + std::to_string(skipped.size()) + " skipped";
   for (std::size_t i = 0; i < skipped.size(); ++i)
     s += (i ? ", " : ": ") + skipped[i].first + " (" + skipped[i].second + ")";
   s += "; " + std::to_string(train) + " train, " + std::to_string(eval) + " eval, " +
@@ -63,47 +66,9 @@ int comm_size(MPI_Comm c) {
   return s;
 }
 
-/// Rank 0's string on every rank.
-std::string bcast_string(std::string s, MPI_Comm comm) {
-  long long n = static_cast<long long>(s.size());
-  PETS_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm));
-  s.resize(static_cast<std::size_t>(n));
-  if (n > 0) PETS_MPI_CHECK(MPI_Bcast(&s[0], static_cast<int>(n), MPI_CHAR, 0, comm));
-  return s;
-}
-
-/// Every rank's strings, concatenated in rank order, on every rank.
-std::vector<std::string> allgather_strings(const std::vector<std::string>& mine, MPI_Comm comm) {
-  std::string packed;
-  for (const auto& s : mine) {
-    packed += s;
-    packed.push_back('\0');
-  }
-  const int size = comm_size(comm);
-  int n = static_cast<int>(packed.size());
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-  PETS_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm));
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[static_cast<std::size_t>(r)] = total;
-    total += counts[static_cast<std::size_t>(r)];
-  }
-  std::string all(static_cast<std::size_t>(total), '\0');
-  PETS_MPI_CHECK(MPI_Allgatherv(packed.data(), n, MPI_CHAR, &all[0], counts.data(), displs.data(),
-                                MPI_CHAR, comm));
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (all[i] == '\0') {
-      out.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
-}
-
 /// Throws UsageError on every rank when rank 0 found a problem (message non-empty).
 void agree_or_throw(const std::string& rank0_problem, MPI_Comm comm) {
-  const std::string problem = bcast_string(rank0_problem, comm);
+  const std::string problem = pets::comm::broadcast_string(rank0_problem, comm);
   if (!problem.empty()) throw UsageError("pets_preprocess: " + problem);
 }
 
@@ -142,18 +107,22 @@ void write_string_attr(hid_t obj, const char* name, const std::vector<std::strin
   H5Id type = fixed_string_type(len);
   const hsize_t n = values.size();
   H5Id space(PETS_H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr)));
-  H5Id attr(PETS_H5_CHECK(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT)));
+  H5Id attr(
+      PETS_H5_CHECK(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT)));
   std::vector<char> buf(values.size() * len, '\0');
   for (std::size_t i = 0; i < values.size(); ++i)
     std::memcpy(buf.data() + i * len, values[i].data(), values[i].size());
   PETS_H5_CHECK(H5Awrite(attr.get(), type.get(), buf.data()));
 }
 
+/// A scalar numeric attribute of the schema.
 template <typename T>
-void write_scalar_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, T value) {
+void write_scalar_attr(hid_t obj, const store::Field& field, T value) {
+  static_assert(std::is_arithmetic_v<T>);
   H5Id space(PETS_H5_CHECK(H5Screate(H5S_SCALAR)));
-  H5Id attr(PETS_H5_CHECK(H5Acreate2(obj, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT)));
-  PETS_H5_CHECK(H5Awrite(attr.get(), mem_type, &value));
+  H5Id attr(PETS_H5_CHECK(H5Acreate2(obj, field.name, store::file_type(field.type), space.get(),
+                                     H5P_DEFAULT, H5P_DEFAULT)));
+  PETS_H5_CHECK(H5Awrite(attr.get(), store::memory_type(field.type), &value));
 }
 
 /// Creates a dataset of `dims` (first dimension global) and writes this rank's rows
@@ -163,15 +132,18 @@ void write_rows(hid_t parent, const char* name, hid_t file_type, hid_t mem_type,
                 hid_t dcpl = H5P_DEFAULT, bool unlimited = false) {
   std::vector<hsize_t> max_dims = dims;
   if (unlimited) max_dims[0] = H5S_UNLIMITED;
-  H5Id space(PETS_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data())));
-  H5Id dset(PETS_H5_CHECK(H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT)));
+  H5Id space(
+      PETS_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data())));
+  H5Id dset(PETS_H5_CHECK(
+      H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   if (dims[0] == 0) return;  // every rank sees the same global size: all skip together
   std::vector<hsize_t> start(dims.size(), 0), count = dims;
   start[0] = first;
   count[0] = rows;
   std::vector<hsize_t> mem_dims = count;
   mem_dims[0] = std::max<hsize_t>(rows, 1);
-  H5Id mem(PETS_H5_CHECK(H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr)));
+  H5Id mem(
+      PETS_H5_CHECK(H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr)));
   if (rows == 0) {
     PETS_H5_CHECK(H5Sselect_none(space.get()));
     PETS_H5_CHECK(H5Sselect_none(mem.get()));
@@ -192,8 +164,8 @@ void write_table(hid_t file, const char* name, const std::vector<NameReason>& ro
   }
   H5Id t0 = fixed_string_type(l0), t1 = fixed_string_type(l1);
   H5Id type(PETS_H5_CHECK(H5Tcreate(H5T_COMPOUND, l0 + l1)));
-  PETS_H5_CHECK(H5Tinsert(type.get(), "name", 0, t0.get()));
-  PETS_H5_CHECK(H5Tinsert(type.get(), "reason", l0, t1.get()));
+  PETS_H5_CHECK(H5Tinsert(type.get(), store::kRowName, 0, t0.get()));
+  PETS_H5_CHECK(H5Tinsert(type.get(), store::kRowReason, l0, t1.get()));
   std::vector<char> buf(rows.size() * (l0 + l1), '\0');
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::memcpy(buf.data() + i * (l0 + l1), rows[i].first.data(), rows[i].first.size());
@@ -239,17 +211,23 @@ void write_split(hid_t file, const char* group_name, const std::vector<const Loc
   H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   const hsize_t chunk = 1 << 20;
   PETS_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &chunk));
-  write_rows(g, "pixels", H5T_STD_U8LE, H5T_NATIVE_UINT8, dxpl, {total_bytes}, byte_offset,
-             my_bytes, pixels.data(), dcpl.get(), true);
-  write_rows(g, "offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, dxpl, {total_count}, index_offset,
-             my_count, offsets.data());
-  write_rows(g, "shapes", H5T_STD_I32LE, H5T_NATIVE_INT32, dxpl, {total_count, 3}, index_offset,
-             my_count, shapes.data());
-  write_rows(g, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, dxpl, {total_count}, index_offset,
-             my_count, labels.data());
+  using store::file_type;
+  using store::memory_type;
+  write_rows(g, store::kPixels.name, file_type(store::kPixels.type),
+             memory_type(store::kPixels.type), dxpl, {total_bytes}, byte_offset, my_bytes,
+             pixels.data(), dcpl.get(), true);
+  write_rows(g, store::kOffsets.name, file_type(store::kOffsets.type),
+             memory_type(store::kOffsets.type), dxpl, {total_count}, index_offset, my_count,
+             offsets.data());
+  write_rows(g, store::kShapes.name, file_type(store::kShapes.type),
+             memory_type(store::kShapes.type), dxpl, {total_count, store::kShapes.columns},
+             index_offset, my_count, shapes.data());
+  write_rows(g, store::kLabels.name, file_type(store::kLabels.type),
+             memory_type(store::kLabels.type), dxpl, {total_count}, index_offset, my_count,
+             labels.data());
   H5Id name_type = fixed_string_type(name_len);
-  write_rows(g, "names", name_type.get(), name_type.get(), dxpl, {total_count}, index_offset,
-             my_count, names.data());
+  write_rows(g, store::kNames.name, name_type.get(), name_type.get(), dxpl, {total_count},
+             index_offset, my_count, names.data());
   group.close();
 }
 
@@ -265,16 +243,22 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
   std::vector<NameReason> entries;
   if (rank == 0) {
     std::error_code ec;
-    if (o.images_dir.empty() || o.out.empty()) problem = "--images and --out are required";
+    if (o.images_dir.empty() || o.out.empty())
+      problem = "--images and --out are required";
     else if (!(o.train_fraction >= 0.0 && o.train_fraction <= 1.0))
       problem = "--train-fraction must be in [0, 1]";
-    else if (o.max_side < 0) problem = "--max-side must be >= 0";
-    else if (!fs::is_directory(o.images_dir, ec)) problem = "--images " + o.images_dir + " is not a folder";
+    else if (o.max_side < 0)
+      problem = "--max-side must be >= 0";
+    else if (!fs::is_directory(o.images_dir, ec))
+      problem = "--images " + o.images_dir + " is not a folder";
     else {
       const fs::path parent = fs::absolute(fs::path(o.out), ec).parent_path();
-      if (!fs::is_directory(parent, ec)) problem = "--out: folder " + parent.string() + " does not exist";
-      else if (fs::is_directory(o.out, ec)) problem = "--out " + o.out + " is a folder";
-      else if (access(parent.c_str(), W_OK) != 0) problem = "--out: folder " + parent.string() + " is not writable";
+      if (!fs::is_directory(parent, ec))
+        problem = "--out: folder " + parent.string() + " does not exist";
+      else if (fs::is_directory(o.out, ec))
+        problem = "--out " + o.out + " is a folder";
+      else if (access(parent.c_str(), W_OK) != 0)
+        problem = "--out: folder " + parent.string() + " is not writable";
     }
     if (problem.empty()) {
       try {
@@ -293,15 +277,17 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
       flat.push_back(e.first);
       flat.push_back(e.second);
     }
-    flat = allgather_strings(flat, comm);  // only rank 0 contributes
+    flat = pets::comm::allgather_strings(flat, comm);  // only rank 0 contributes
     entries.clear();
     for (std::size_t i = 0; i + 1 < flat.size(); i += 2) entries.emplace_back(flat[i], flat[i + 1]);
   }
   std::vector<std::string> candidates;
   std::vector<NameReason> skipped;
   for (const auto& e : entries) {
-    if (e.second.empty()) candidates.push_back(e.first);
-    else skipped.push_back(e);
+    if (e.second.empty())
+      candidates.push_back(e.first);
+    else
+      skipped.push_back(e);
   }
   std::vector<std::string> candidate_labels;
   for (const auto& c : candidates) candidate_labels.push_back(*label_from_filename(c));
@@ -349,13 +335,13 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
                                   ok_all.data(), counts.data(), displs.data(), MPI_INT32_T, comm));
   }
   {
-    const std::vector<std::string> s = allgather_strings(local_skips, comm);
+    const std::vector<std::string> s = pets::comm::allgather_strings(local_skips, comm);
     for (std::size_t i = 0; i + 1 < s.size(); i += 2) skipped.emplace_back(s[i], s[i + 1]);
     std::sort(skipped.begin(), skipped.end());
   }
   PreprocessSummary summary;
   {
-    const std::vector<std::string> w = allgather_strings(local_warnings, comm);
+    const std::vector<std::string> w = pets::comm::allgather_strings(local_warnings, comm);
     for (std::size_t i = 0; i + 1 < w.size(); i += 2) summary.warnings.emplace_back(w[i], w[i + 1]);
   }
   summary.skipped = skipped;
@@ -391,21 +377,23 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     H5Id fapl(PETS_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
     PETS_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
     H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!file.valid())
-      PETS_ERROR("cannot create " + tmp + ": " + hdf5_error_stack());
+    if (!file.valid()) PETS_ERROR("cannot create " + tmp + ": " + hdf5_error_stack());
     H5Id dxpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
     PETS_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
     const hid_t f = file.get();
-    write_string_attr(f, "label_names", label_names, false);
-    write_scalar_attr<std::uint64_t>(f, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, o.seed);
-    write_scalar_attr<double>(f, "train_fraction", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, o.train_fraction);
-    write_scalar_attr<std::int32_t>(f, "max_side", H5T_STD_I32LE, H5T_NATIVE_INT32, o.max_side);
-    write_scalar_attr<std::int32_t>(f, "schema_version", H5T_STD_I32LE, H5T_NATIVE_INT32, kSchemaVersion);
-    write_string_attr(f, "tool_version", {std::string("pets_preprocess ") + PETS_VERSION}, true);
-    write_split(f, "train", my_train, label_of, candidates, name_len, comm, dxpl.get());
-    write_split(f, "eval", my_eval, label_of, candidates, name_len, comm, dxpl.get());
-    write_table(f, "skipped", summary.skipped, rank, dxpl.get());
-    write_table(f, "warnings", summary.warnings, rank, dxpl.get());
+    write_string_attr(f, store::kLabelNames.name, label_names, false);
+    write_scalar_attr<std::uint64_t>(f, store::kSeed, o.seed);
+    write_scalar_attr<double>(f, store::kTrainFraction, o.train_fraction);
+    write_scalar_attr<std::int32_t>(f, store::kMaxSide, o.max_side);
+    write_scalar_attr<std::int32_t>(f, store::kSchemaVersion, store::kVersion);
+    write_string_attr(f, store::kToolVersion.name, {std::string("pets_preprocess ") + PETS_VERSION},
+                      true);
+    write_split(f, split_name(SplitKind::kTrain), my_train, label_of, candidates, name_len, comm,
+                dxpl.get());
+    write_split(f, split_name(SplitKind::kEval), my_eval, label_of, candidates, name_len, comm,
+                dxpl.get());
+    write_table(f, store::kSkippedTable, summary.skipped, rank, dxpl.get());
+    write_table(f, store::kWarningsTable, summary.warnings, rank, dxpl.get());
     file.close();
   }
   int renamed = 1;

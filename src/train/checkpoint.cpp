@@ -5,7 +5,9 @@
 #include <fstream>
 #include <regex>
 
+#include "pets/comm/communicator.hpp"
 #include "pets/util/atomic_file.hpp"
+#include "pets/util/digest.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -19,34 +21,21 @@ std::string checkpoint_name(int64_t index) {
   return "ckpt-" + std::to_string(index) + ".safetensors";
 }
 
-/// Covers the state text and every tensor's name, dtype, shape and bytes, so a flipped byte in
-/// the header or the data is caught.
+/// "xxh3-64:<hex>" over the state text and every tensor's name, dtype, shape and bytes, so a
+/// flipped byte in the header or the data is caught.
 std::string digest_of(const std::string& state_text, const model::NamedTensors& tensors) {
-  uint64_t h = fnv1a(state_text.data(), state_text.size());
-  for (const auto& [name, tensor] : tensors) {
-    const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
-    h = fnv1a(name.data(), name.size(), h);
-    const std::string type = c10::toString(t.scalar_type());
-    h = fnv1a(type.data(), type.size(), h);
-    for (int64_t d : t.sizes()) h = fnv1a(&d, sizeof d, h);
-    h = fnv1a(t.data_ptr(), t.numel() * t.element_size(), h);
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
+  Digest digest;
+  digest.add_string(state_text);
+  for (const auto& [name, tensor] : tensors) comm::add_tensor_to_digest(digest, name, tensor);
+  return std::string(Digest::kAlgorithm) + ":" + digest.hex();
+}
+
+/// The digest pets_train wrote before it used xxh3-64: 16 hex digits of FNV-1a 64, no prefix.
+bool is_fnv1a_digest(const std::string& text) {
+  return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
 }  // namespace
-
-uint64_t fnv1a(const void* data, std::size_t size, uint64_t seed) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < size; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
                             const model::NamedTensors& tensors) {
@@ -58,7 +47,8 @@ std::string save_checkpoint(const std::string& dir, int64_t index, const nlohman
   const std::string state_text = full.dump();
   const std::string path = (fs::path(dir) / checkpoint_name(index)).string();
   model::write_tensors(path, tensors,
-                       {{"format", "pt"}, {"pets_state", state_text},
+                       {{"format", "pt"},
+                        {"pets_state", state_text},
                         {"pets_digest", digest_of(state_text, tensors)}});
   write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(index) + "\n");
   return path;
@@ -71,9 +61,15 @@ Checkpoint read_checkpoint(const std::string& path) {
   const auto digest_it = meta.find("pets_digest");
   if (state_it == meta.end() || digest_it == meta.end())
     throw UsageError(path + ": not a pets_train checkpoint (no pets_state/pets_digest metadata)");
+  if (is_fnv1a_digest(digest_it->second))
+    throw IncompatibleCheckpoint(
+        path + ": written by an older pets_train (digest format fnv1a-64; this one reads " +
+        Digest::kAlgorithm + "); it cannot be resumed: start a fresh run (another --out, or " +
+        "remove its checkpoints)");
   Checkpoint ckpt;
   ckpt.path = path;
-  for (const auto& info : file.tensors()) ckpt.tensors.emplace_back(info.name, model::to_tensor(file, info));
+  for (const auto& info : file.tensors())
+    ckpt.tensors.emplace_back(info.name, model::to_tensor(file, info));
   if (digest_of(state_it->second, ckpt.tensors) != digest_it->second)
     throw UsageError(path + ": checksum mismatch (the checkpoint is damaged)");
   try {
@@ -94,7 +90,8 @@ std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, pattern)) candidates.emplace_back(std::stoll(m[1]), entry.path().string());
+    if (std::regex_match(name, m, pattern))
+      candidates.emplace_back(std::stoll(m[1]), entry.path().string());
   }
   // The pointer decides which is newest; files beyond it were never completed as "latest".
   int64_t newest = INT64_MAX;
@@ -109,8 +106,11 @@ std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
     if (index > newest) continue;
     try {
       return read_checkpoint(path);
+    } catch (const IncompatibleCheckpoint&) {
+      throw;  // older checkpoints are no better: the run must start afresh
     } catch (const UsageError& e) {
-      if (notices) notices->push_back(std::string(e.what()) + "; falling back to an older checkpoint");
+      if (notices)
+        notices->push_back(std::string(e.what()) + "; falling back to an older checkpoint");
     }
   }
   return std::nullopt;

@@ -1,8 +1,5 @@
 #include "pets/train/options.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
@@ -10,12 +7,15 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sstream>
 #include <vector>
 
 #include "pets/util/app.hpp"
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 
 namespace pets::train {
 
@@ -25,36 +25,75 @@ namespace {
 
 [[noreturn]] void usage(const std::string& message) { throw UsageError(message); }
 
+std::string text_of(int value) { return std::to_string(value); }
+std::string text_of(double value) { return format_number(value); }
+std::string text_of(bool value) { return value ? "true" : "false"; }
+std::string text_of(const std::string& value) { return value; }
+
+/// One training option: its key, its help line and its value in `TrainOptions` as a user types
+/// it. entries() is the one list of them: --help, the parser's defaults and the config file all
+/// read it, so each default is written once, as TrainOptions' member initialiser.
+struct Entry {
+  const char* key;
+  const char* help;
+  std::string value;  ///< empty: unset (no default in --help; commented out in a config file)
+  std::function<po::value_semantic*()> semantic;  ///< Boost's parser, `value` as its default
+};
+
+/// An option of type T (int, double, std::string) whose value defaults to `value`, shown as
+/// text_of(value) ("(=3e-2)", not "(=0.029999999999999999)").
+template <typename T>
+Entry valued(const char* key, const char* help, const T& value, const char* value_name = nullptr) {
+  std::string text = text_of(value);
+  return {key, help, text, [value, text, value_name] {
+            po::typed_value<T>* semantic = po::value<T>()->default_value(value, text);
+            return value_name != nullptr ? semantic->value_name(value_name) : semantic;
+          }};
+}
+
+/// A string option without a default (a file that is required, or optional).
+Entry unset(const char* key, const char* help, const std::string& value, const char* value_name) {
+  return {key, help, value,
+          [value_name] { return po::value<std::string>()->value_name(value_name); }};
+}
+
+/// A flag: absent is false.
+Entry flag(const char* key, const char* help, bool value) {
+  return {key, help, text_of(value), [] { return po::bool_switch(); }};
+}
+
+/// Every training option with its value in `o`, in --help order. Enums and the seed are parsed
+/// as strings by to_options (Boost would accept "-1" for an unsigned seed).
+std::vector<Entry> entries(const TrainOptions& o) {
+  return {
+      unset("data", "HDF5 data set written by pets_preprocess (required)", o.data, "FILE"),
+      valued("epochs", "passes over the training split", o.epochs),
+      valued("batch-size", "training images per rank per step", o.batch_size),
+      valued("eval-batch-size", "evaluation images per rank per step", o.eval_batch_size),
+      valued("max-lr", "OneCycle peak learning rate (Adam starts at max-lr/25)", o.max_lr),
+      valued("mixed-precision", "no | bf16 | fp16 (fp16 needs a CUDA device)",
+             to_string(o.mixed_precision)),
+      valued("seed", "random seed (0 .. 2^64-1)", std::to_string(o.seed)),
+      unset("pretrained",
+            "ResNet-50d weights (safetensors, timm names); without it the backbone is random",
+            o.pretrained, "FILE"),
+      valued("bn-mode",
+             "train: frozen backbone's BatchNorm uses batch statistics (as the tutorial); "
+             "eval: running statistics",
+             to_string(o.bn_mode)),
+      valued("device", "auto | cpu | cuda (auto: CUDA device local_rank % count when present)",
+             to_string(o.device)),
+      valued("threads", "CPU threads per rank; 0: the cores in the rank's affinity mask",
+             o.threads),
+      valued("out", "folder for checkpoints, metrics.jsonl and the final model", o.out, "DIR"),
+      flag("resume", "continue from the latest complete checkpoint in --out", o.resume),
+  };
+}
+
 /// The options a config file may set: everything but --help, --config and --write-config.
 po::options_description training_options() {
-  const TrainOptions d;
   po::options_description o("Training options (also valid as `key = value` in a --config file)");
-  // Defaults are given as text where Boost would print a double or enum badly.
-  o.add_options()("data", po::value<std::string>()->value_name("FILE"),
-                  "HDF5 data set written by pets_preprocess (required)")(
-      "epochs", po::value<int>()->default_value(d.epochs), "passes over the training split")(
-      "batch-size", po::value<int>()->default_value(d.batch_size),
-      "training images per rank per step")("eval-batch-size",
-                                           po::value<int>()->default_value(d.eval_batch_size),
-                                           "evaluation images per rank per step")(
-      "max-lr", po::value<double>()->default_value(d.max_lr, "3e-2"),
-      "OneCycle peak learning rate (Adam starts at max-lr/25)")(
-      "mixed-precision", po::value<std::string>()->default_value(to_string(d.mixed_precision)),
-      "no | bf16 | fp16 (fp16 needs a CUDA device)")(
-      "seed", po::value<std::string>()->default_value(std::to_string(d.seed)),
-      "random seed (0 .. 2^64-1)")(
-      "pretrained", po::value<std::string>()->value_name("FILE"),
-      "ResNet-50d weights (safetensors, timm names); without it the backbone is random")(
-      "bn-mode", po::value<std::string>()->default_value(to_string(d.bn_mode)),
-      "train: frozen backbone's BatchNorm uses batch statistics (as the tutorial); "
-      "eval: running statistics")(
-      "device", po::value<std::string>()->default_value(to_string(d.device)),
-      "auto | cpu | cuda (auto: CUDA device local_rank % count when present)")(
-      "threads", po::value<int>()->default_value(d.threads),
-      "CPU threads per rank; 0: the cores in the rank's affinity mask")(
-      "out", po::value<std::string>()->default_value(d.out)->value_name("DIR"),
-      "folder for checkpoints, metrics.jsonl and the final model")(
-      "resume", po::bool_switch(), "continue from the latest complete checkpoint in --out");
+  for (const Entry& e : entries(TrainOptions{})) o.add_options()(e.key, e.semantic(), e.help);
   return o;
 }
 
@@ -107,7 +146,7 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.eval_batch_size = positive(vm, "eval-batch-size");
   o.max_lr = vm["max-lr"].as<double>();
   if (!std::isfinite(o.max_lr) || o.max_lr <= 0)
-    usage("--max-lr must be a positive number, got " + std::to_string(o.max_lr));
+    usage("--max-lr must be a positive number, got " + format_number(o.max_lr));
   o.mixed_precision = parse_enum(
       vm, "mixed-precision", {MixedPrecision::kNo, MixedPrecision::kBf16, MixedPrecision::kFp16});
   o.seed = parse_seed(vm["seed"].as<std::string>());
@@ -132,13 +171,6 @@ void add_entry(std::ostringstream& out, const std::string& key, const std::strin
   if (value.find_first_of("#\n\r") != std::string::npos)
     usage("--" + key + " value cannot be written to a config file ('#' or a line break): " + value);
   out << "# " << comment << "\n" << (value.empty() ? "# " : "") << key << " = " << value << "\n\n";
-}
-
-std::string format_double(double value) {
-  std::ostringstream s;
-  s.precision(17);
-  s << value;
-  return s.str();
 }
 
 }  // namespace
@@ -235,55 +267,18 @@ std::string format_config(const TrainOptions& o) {
   std::ostringstream out;
   out << "# pets_train configuration: read it with `pets_train --config FILE`; options given on\n"
          "# the command line override the values here. Lines starting with '#' are comments.\n\n";
-  add_entry(out, "data", o.data, "HDF5 data set written by pets_preprocess (required)");
-  add_entry(out, "epochs", std::to_string(o.epochs), "passes over the training split (default 5)");
-  add_entry(out, "batch-size", std::to_string(o.batch_size),
-            "training images per rank per step (default 64)");
-  add_entry(out, "eval-batch-size", std::to_string(o.eval_batch_size),
-            "evaluation images per rank per step (default 128)");
-  add_entry(out, "max-lr", format_double(o.max_lr), "OneCycle peak learning rate (default 3e-2)");
-  add_entry(out, "mixed-precision", to_string(o.mixed_precision),
-            "no | bf16 | fp16 (default no; fp16 needs a CUDA device)");
-  add_entry(out, "seed", std::to_string(o.seed), "random seed (default 42)");
-  add_entry(out, "pretrained", o.pretrained,
-            "ResNet-50d weights, safetensors with timm names (default: none, random backbone)");
-  add_entry(out, "bn-mode", to_string(o.bn_mode), "train | eval (default train)");
-  add_entry(out, "device", to_string(o.device), "auto | cpu | cuda (default auto)");
-  add_entry(out, "threads", std::to_string(o.threads),
-            "CPU threads per rank, 0: the cores in the affinity mask (default 0)");
-  add_entry(out, "out", o.out, "output folder (default runs/pets)");
-  add_entry(out, "resume", o.resume ? "true" : "false",
-            "continue from the latest checkpoint in out (default false)");
+  const std::vector<Entry> values = entries(o);
+  const std::vector<Entry> defaults = entries(TrainOptions{});
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::string& d = defaults[i].value;
+    add_entry(out, values[i].key, values[i].value,
+              values[i].help + (d.empty() ? std::string() : " (default " + d + ")"));
+  }
   return out.str();
 }
 
 void write_config_file(const TrainOptions& options, const std::string& path) {
-  const std::string text = format_config(options);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) PETS_ERROR("cannot create '" + tmp + "': " + std::strerror(errno));
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      PETS_ERROR("cannot write '" + tmp + "': " + reason);
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    PETS_ERROR("cannot flush '" + tmp + "': " + reason);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    PETS_ERROR("cannot rename '" + tmp + "' to '" + path + "': " + reason);
-  }
+  write_file_atomically(path, format_config(options));
 }
 
 void check_devices(const TrainOptions& options, int cuda_device_count) {

@@ -6,13 +6,15 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "pets/data/encode.hpp"
 #include "pets/data/preprocess.hpp"
-#include "pets/data/synth.hpp"
+#include "pets/testdata/encode.hpp"
+#include "pets/testdata/synth.hpp"
 
 namespace fs = std::filesystem;
 
 namespace pets::data::testing {
+
+using namespace pets::testdata;
 
 ScratchDir::ScratchDir(const std::string& tag) {
   static std::atomic<int> counter{0};

@@ -11,17 +11,30 @@
 #include <string>
 #include <vector>
 
+#include "pets/data/store_schema.hpp"
+
 namespace fs = std::filesystem;
+namespace store = pets::data::store;
 
 namespace {
+
+/// "train/labels": a split's dataset, as the edits open it.
+std::string in(const char* group, const store::Field& field) {
+  return store::dataset_path(group, field);
+}
+/// "/train/labels has the wrong type": how the store names a dataset in its errors.
+std::string named(const char* group, const store::Field& field) { return "/" + in(group, field); }
+
+const char* const kTrain = store::kTrainGroup;
+const char* const kEval = store::kEvalGroup;
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-hsize_t count_of(hid_t file, const char* dataset) {
-  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
-  check(d >= 0, std::string("no dataset ") + dataset);
+hsize_t count_of(hid_t file, const std::string& dataset) {
+  const hid_t d = H5Dopen2(file, dataset.c_str(), H5P_DEFAULT);
+  check(d >= 0, "no dataset " + dataset);
   const hid_t sp = H5Dget_space(d);
   hsize_t dims[2] = {0, 0};
   H5Sget_simple_extent_dims(sp, dims, nullptr);
@@ -31,24 +44,26 @@ hsize_t count_of(hid_t file, const char* dataset) {
 }
 
 /// Replaces `dataset` with an empty (fill-valued) one of `type` and `dims`.
-void replace_dataset(hid_t file, const char* dataset, hid_t type, const std::vector<hsize_t>& dims) {
-  check(H5Ldelete(file, dataset, H5P_DEFAULT) >= 0, std::string("cannot delete ") + dataset);
+void replace_dataset(hid_t file, const std::string& dataset, hid_t type,
+                     const std::vector<hsize_t>& dims) {
+  check(H5Ldelete(file, dataset.c_str(), H5P_DEFAULT) >= 0, "cannot delete " + dataset);
   const hid_t sp = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  const hid_t d = H5Dcreate2(file, dataset, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  check(d >= 0, std::string("cannot create ") + dataset);
+  const hid_t d =
+      H5Dcreate2(file, dataset.c_str(), type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  check(d >= 0, "cannot create " + dataset);
   H5Dclose(d);
   H5Sclose(sp);
 }
 
 template <typename T>
-void write_first(hid_t file, const char* dataset, hid_t mem_type, T value) {
-  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
+void write_first(hid_t file, const std::string& dataset, hid_t mem_type, T value) {
+  const hid_t d = H5Dopen2(file, dataset.c_str(), H5P_DEFAULT);
   const hid_t sp = H5Dget_space(d);
   const int rank = H5Sget_simple_extent_ndims(sp);
   const hsize_t start[2] = {0, 0}, count[2] = {1, 1};
   H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, nullptr, count, nullptr);
   const hid_t mem = H5Screate_simple(rank, count, nullptr);
-  check(H5Dwrite(d, mem_type, mem, sp, H5P_DEFAULT, &value) >= 0, std::string("cannot write ") + dataset);
+  check(H5Dwrite(d, mem_type, mem, sp, H5P_DEFAULT, &value) >= 0, "cannot write " + dataset);
   H5Sclose(mem);
   H5Sclose(sp);
   H5Dclose(d);
@@ -79,46 +94,55 @@ int main(int argc, char** argv) {
          fs::copy_file(good, p);
          fs::resize_file(p, fs::file_size(p) * 2 / 3);
        }},
-      {"schema_v2.h5", "schema_version is 2",
+      {"schema_v2.h5", std::string(store::kSchemaVersion.name) + " is 2",
        [](hid_t f) {
-         const hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+         const hid_t a = H5Aopen(f, store::kSchemaVersion.name, H5P_DEFAULT);
          const int v = 2;
          check(H5Awrite(a, H5T_NATIVE_INT, &v) >= 0, "cannot write schema_version");
          H5Aclose(a);
        },
        nullptr},
-      {"labels_float.h5", "/train/labels has the wrong type",
+      {"labels_float.h5", named(kTrain, store::kLabels) + " has the wrong type",
        [](hid_t f) {
-         replace_dataset(f, "train/labels", H5T_IEEE_F32LE, {count_of(f, "train/labels")});
+         replace_dataset(f, in(kTrain, store::kLabels), H5T_IEEE_F32LE,
+                         {count_of(f, in(kTrain, store::kLabels))});
        },
        nullptr},
       // Same size, other sign: read as uint8, every negative pixel would silently become 0.
-      {"pixels_int8.h5", "/eval/pixels has the wrong type",
+      {"pixels_int8.h5", named(kEval, store::kPixels) + " has the wrong type",
        [](hid_t f) {
-         replace_dataset(f, "eval/pixels", H5T_STD_I8LE, {count_of(f, "eval/pixels")});
+         replace_dataset(f, in(kEval, store::kPixels), H5T_STD_I8LE,
+                         {count_of(f, in(kEval, store::kPixels))});
        },
        nullptr},
-      {"pixels_2d.h5", "/train/pixels has shape [",
+      {"pixels_2d.h5", named(kTrain, store::kPixels) + " has shape [",
        [](hid_t f) {
-         replace_dataset(f, "train/pixels", H5T_STD_U8LE, {count_of(f, "train/pixels") / 3, 3});
+         replace_dataset(f, in(kTrain, store::kPixels), store::file_type(store::kPixels.type),
+                         {count_of(f, in(kTrain, store::kPixels)) / 3, 3});
        },
        nullptr},
-      {"shapes_2_columns.h5", "/train/shapes has shape [",
+      {"shapes_2_columns.h5", named(kTrain, store::kShapes) + " has shape [",
        [](hid_t f) {
-         replace_dataset(f, "train/shapes", H5T_STD_I32LE, {count_of(f, "train/shapes"), 2});
+         replace_dataset(f, in(kTrain, store::kShapes), store::file_type(store::kShapes.type),
+                         {count_of(f, in(kTrain, store::kShapes)), store::kShapes.columns - 1});
        },
        nullptr},
       {"label_out_of_range.h5", "has label 99",
-       [](hid_t f) { write_first<int>(f, "eval/labels", H5T_NATIVE_INT, 99); }, nullptr},
+       [](hid_t f) { write_first<int>(f, in(kEval, store::kLabels), H5T_NATIVE_INT, 99); },
+       nullptr},
       {"label_negative.h5", "has label -1",
-       [](hid_t f) { write_first<int>(f, "train/labels", H5T_NATIVE_INT, -1); }, nullptr},
+       [](hid_t f) { write_first<int>(f, in(kTrain, store::kLabels), H5T_NATIVE_INT, -1); },
+       nullptr},
       {"counts_disagree.h5", "disagree on the image count",
        [](hid_t f) {
-         replace_dataset(f, "train/offsets", H5T_STD_U64LE, {count_of(f, "train/offsets") - 1});
+         replace_dataset(f, in(kTrain, store::kOffsets), store::file_type(store::kOffsets.type),
+                         {count_of(f, in(kTrain, store::kOffsets)) - 1});
        },
        nullptr},
-      {"offset_past_pixels.h5", "lies outside /train/pixels",
-       [](hid_t f) { write_first<std::uint64_t>(f, "train/offsets", H5T_NATIVE_UINT64, 1ull << 40); },
+      {"offset_past_pixels.h5", "lies outside " + named(kTrain, store::kPixels),
+       [](hid_t f) {
+         write_first<std::uint64_t>(f, in(kTrain, store::kOffsets), H5T_NATIVE_UINT64, 1ull << 40);
+       },
        nullptr},
   };
   try {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <deque>
 
-#include "pets/util/error.hpp"
 #include "pets/data/augment.hpp"
 #include "pets/data/rng.hpp"
+#include "pets/util/error.hpp"
 
 using namespace pets::data;
 
@@ -41,8 +41,8 @@ TEST(RandomResizedCrop, RejectedAttemptThenAccepted) {
   // Attempt 2: area 0.5 -> 60000, aspect 4/3 (u -> 1) -> w = round(282.84) = 283,
   // h = round(212.13) = 212; top = floor(0.25 * 89) = 22, left = floor(0.75 * 118) = 88.
   const double almost_one = std::nextafter(1.0, 0.0);
-  const CropBox b = random_resized_crop_box(
-      300, 400, script({almost_one, 0.0, 0.0, almost_one, 0.25, 0.75}));
+  const CropBox b =
+      random_resized_crop_box(300, 400, script({almost_one, 0.0, 0.0, almost_one, 0.25, 0.75}));
   EXPECT_TRUE(same(b, CropBox{22, 88, 212, 283})) << str(b);
 }
 
@@ -128,20 +128,52 @@ TEST(Rng, PinnedAndUniform) {
   EXPECT_NE(permutation(50, 3), permutation(50, 4));
 }
 
-TEST(Transform, NormalisesToChwWithModelStatistics) {
+TEST(Transform, NormalisesToHwcWithModelStatistics) {
   Image img;
   img.height = 10;
   img.width = 20;
   for (int i = 0; i < 200; ++i) img.pixels.insert(img.pixels.end(), {255, 0, 128});
   std::vector<float> out(3 * 8 * 8);
   transform_eval(img, 8, out.data());
+  // Channels last: pixel i's three values side by side, as the model's NHWC input.
   for (int i = 0; i < 64; ++i) {
-    ASSERT_NEAR(out[i], (1.0f - 0.485f) / 0.229f, 1e-4);
-    ASSERT_NEAR(out[64 + i], (0.0f - 0.456f) / 0.224f, 1e-4);
-    ASSERT_NEAR(out[128 + i], (128 / 255.0f - 0.406f) / 0.225f, 1e-4);
+    ASSERT_NEAR(out[i * 3 + 0], (1.0f - 0.485f) / 0.229f, 1e-4);
+    ASSERT_NEAR(out[i * 3 + 1], (0.0f - 0.456f) / 0.224f, 1e-4);
+    ASSERT_NEAR(out[i * 3 + 2], (128 / 255.0f - 0.406f) / 0.225f, 1e-4);
   }
   Rng rng(1);
   std::vector<float> train(3 * 16 * 16);
   transform_train(img, rng, 16, train.data());
   EXPECT_NEAR(train[0], (1.0f - 0.485f) / 0.229f, 1e-4);
+  EXPECT_NEAR(train[1], (0.0f - 0.456f) / 0.224f, 1e-4);
+  EXPECT_NEAR(train[3 * 255 + 2], (128 / 255.0f - 0.406f) / 0.225f, 1e-4);
+}
+
+TEST(Transform, PixelsStayWhereTheyWere) {
+  // An image at the output size: the resize is the identity, so each output value is its own
+  // pixel's, normalised, at offset (y * w + x) * 3 + c.
+  Image img;
+  img.height = 4;
+  img.width = 4;
+  for (int i = 0; i < 4 * 4 * 3; ++i) img.pixels.push_back(static_cast<std::uint8_t>(5 * i));
+  std::vector<float> out(4 * 4 * 3);
+  transform_eval(img, 4, out.data());
+  for (int i = 0; i < 4 * 4 * 3; ++i) {
+    const int c = i % 3;
+    ASSERT_NEAR(out[i], (img.pixels[i] / 255.0f - kMean[c]) / kStd[c], 1e-5) << i;
+  }
+}
+
+TEST(Transform, NormaliseInPlaceEqualsOutOfPlace) {
+  std::vector<float> hwc(5 * 7 * 3);
+  for (std::size_t i = 0; i < hwc.size(); ++i) hwc[i] = static_cast<float>((i * 37) % 256);
+  std::vector<float> out(hwc.size());
+  normalize_hwc(hwc.data(), 5, 7, out.data());
+  for (std::size_t i = 0; i < hwc.size(); ++i) {
+    const int c = static_cast<int>(i % 3);
+    // The exact arithmetic the loader has always used: v * (1 / (255 std)) - mean / std.
+    ASSERT_EQ(out[i], hwc[i] * (1.0f / (255.0f * kStd[c])) - kMean[c] / kStd[c]) << i;
+  }
+  normalize_hwc(hwc.data(), 5, 7, hwc.data());
+  EXPECT_EQ(hwc, out);
 }

@@ -12,9 +12,10 @@
 #include "data_test_util.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/data/preprocess.hpp"
-#include "pets/data/synth.hpp"
+#include "pets/testdata/synth.hpp"
 
 using namespace pets::data;
+using namespace pets::testdata;
 namespace fs = std::filesystem;
 
 namespace {

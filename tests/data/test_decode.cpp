@@ -8,10 +8,11 @@
 #include "data_test_util.hpp"
 #include "pets/util/error.hpp"
 #include "pets/data/decode.hpp"
-#include "pets/data/encode.hpp"
-#include "pets/data/synth.hpp"
+#include "pets/testdata/encode.hpp"
+#include "pets/testdata/synth.hpp"
 
 using namespace pets::data;
+using namespace pets::testdata;
 
 namespace {
 Image sample(int h = 96, int w = 128) { return render_synthetic_image(3, 11, 1, h, w); }

@@ -5,9 +5,10 @@
 
 #include "pets/util/error.hpp"
 #include "pets/data/labels.hpp"
-#include "pets/data/synth.hpp"
+#include "pets/testdata/synth.hpp"
 
 using namespace pets::data;
+using namespace pets::testdata;
 
 TEST(Labels, ExtractsGroupOneOfThePythonPattern) {
   EXPECT_EQ(label_from_filename("great_pyrenees_12.jpg").value(), "great_pyrenees");

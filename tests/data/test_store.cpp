@@ -10,19 +10,23 @@
 
 #include "data_test_util.hpp"
 #include "pets/data/checks.hpp"
-#include "pets/data/labels.hpp"
-#include "pets/util/error.hpp"
 #include "pets/data/decode.hpp"
+#include "pets/data/labels.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/data/preprocess.hpp"
-#include "pets/data/synth.hpp"
+#include "pets/testdata/synth.hpp"
+#include "pets/util/error.hpp"
 
 using namespace pets::data;
+using namespace pets::testdata;
 using pets::data::testing::ScratchDir;
 namespace fs = std::filesystem;
+namespace schema = pets::data::store;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string usage_error_of(const std::function<void()>& f) {
   try {
@@ -110,7 +114,8 @@ TEST(Preprocess, DecompressionBombsSkippedWithReasonsTheRestStored) {
   const std::string scans = pet_breeds()[1] + "_9002.jpg";
   auto write = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
     std::ofstream(fs::path(so.out_dir) / name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   };
   write(huge, pets::data::testing::jpeg_claiming_size(65500, 65500));
   write(scans, pets::data::testing::jpeg_with_scans(600));
@@ -135,15 +140,19 @@ TEST(Preprocess, FailedRunsLeaveNoFileAtOut) {
   PreprocessOptions po;
   po.images_dir = dir / "empty";
   po.out = dir / "out.h5";
-  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "no usable image"));
+  EXPECT_TRUE(
+      contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "no usable image"));
   po.images_dir = dir / "missing";
-  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "is not a folder"));
+  EXPECT_TRUE(
+      contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "is not a folder"));
   po.images_dir = dir / "empty";
   po.out = dir / "no_such_dir/out.h5";
-  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "does not exist"));
+  EXPECT_TRUE(
+      contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "does not exist"));
   po.out = dir / "out.h5";
   po.train_fraction = 1.5;
-  EXPECT_TRUE(contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "train-fraction"));
+  EXPECT_TRUE(
+      contains(usage_error_of([&] { run_preprocess(po, MPI_COMM_WORLD); }), "train-fraction"));
   int entries = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) entries += e.is_regular_file();
   EXPECT_EQ(entries, 0) << "a failed run left a file";
@@ -185,12 +194,17 @@ TEST_F(BadStore, TruncatedOrNotHdf5GivesAClearError) {
   fs::resize_file(cut, fs::file_size(cut) / 2);
   std::string msg = usage_error_of([&] { Store s(cut); });
   EXPECT_TRUE(contains(msg, cut)) << msg;
-  EXPECT_TRUE(contains(msg, "cannot open image store") || contains(msg, "invalid image store")) << msg;
+  EXPECT_TRUE(contains(msg, "cannot open image store") || contains(msg, "invalid image store"))
+      << msg;
   const std::string junk = dir_ / "junk.h5";
   { std::ofstream(junk) << "this is not HDF5"; }
   msg = usage_error_of([&] { Store s(junk); });
   EXPECT_TRUE(contains(msg, junk) && contains(msg, "not an HDF5 file")) << msg;
-  msg = usage_error_of([&] { LoaderOptions o; o.path = dir_ / "absent.h5"; Loader l(o); });
+  msg = usage_error_of([&] {
+    LoaderOptions o;
+    o.path = dir_ / "absent.h5";
+    Loader l(o);
+  });
   EXPECT_TRUE(contains(msg, "absent.h5")) << msg;
 }
 
@@ -199,50 +213,59 @@ TEST_F(BadStore, WrongSchemaNamesTheProblem) {
     const std::string msg = usage_error_of([&] { Store s(path); });
     EXPECT_TRUE(contains(msg, path) && contains(msg, what)) << "want '" << what << "' in: " << msg;
   };
-  expect(edited("v2.h5", [](hid_t f) {
-           hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
-           const int v = 2;
-           H5Awrite(a, H5T_NATIVE_INT, &v);
-           H5Aclose(a);
-         }),
-         "schema_version is 2");
-  expect(edited("noversion.h5", [](hid_t f) { H5Adelete(f, "schema_version"); }),
-         "'schema_version' is missing");
-  expect(edited("noeval.h5", [](hid_t f) { H5Ldelete(f, "eval", H5P_DEFAULT); }),
-         "group /eval is missing");
-  expect(edited("floatlabels.h5", [](hid_t f) {
-           H5Ldelete(f, "train/labels", H5P_DEFAULT);
-           const hsize_t n = 7;
-           hid_t sp = H5Screate_simple(1, &n, nullptr);
-           hid_t d = H5Dcreate2(f, "train/labels", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-           H5Dclose(d);
-           H5Sclose(sp);
-         }),
-         "/train/labels has the wrong type");
-  expect(edited("badlabel.h5", [](hid_t f) {
-           hid_t d = H5Dopen2(f, "train/labels", H5P_DEFAULT);
-           hid_t sp = H5Dget_space(d);
-           const hsize_t start = 0, count = 1;
-           H5Sselect_hyperslab(sp, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-           hid_t mem = H5Screate_simple(1, &count, nullptr);
-           const int bad = 99;
-           H5Dwrite(d, H5T_NATIVE_INT, mem, sp, H5P_DEFAULT, &bad);
-           H5Sclose(mem);
-           H5Sclose(sp);
-           H5Dclose(d);
-         }),
+  const std::string version = schema::kSchemaVersion.name;
+  const std::string train_labels = schema::dataset_path(schema::kTrainGroup, schema::kLabels);
+  const std::string eval_names = schema::dataset_path(schema::kEvalGroup, schema::kNames);
+  expect(edited("v2.h5",
+                [](hid_t f) {
+                  hid_t a = H5Aopen(f, schema::kSchemaVersion.name, H5P_DEFAULT);
+                  const int v = 2;
+                  H5Awrite(a, H5T_NATIVE_INT, &v);
+                  H5Aclose(a);
+                }),
+         version + " is 2");
+  expect(edited("noversion.h5", [](hid_t f) { H5Adelete(f, schema::kSchemaVersion.name); }),
+         "'" + version + "' is missing");
+  expect(edited("noeval.h5", [](hid_t f) { H5Ldelete(f, schema::kEvalGroup, H5P_DEFAULT); }),
+         std::string("group /") + schema::kEvalGroup + " is missing");
+  expect(edited("floatlabels.h5",
+                [&](hid_t f) {
+                  H5Ldelete(f, train_labels.c_str(), H5P_DEFAULT);
+                  const hsize_t n = 7;
+                  hid_t sp = H5Screate_simple(1, &n, nullptr);
+                  hid_t d = H5Dcreate2(f, train_labels.c_str(), H5T_IEEE_F32LE, sp, H5P_DEFAULT,
+                                       H5P_DEFAULT, H5P_DEFAULT);
+                  H5Dclose(d);
+                  H5Sclose(sp);
+                }),
+         "/" + train_labels + " has the wrong type");
+  expect(edited("badlabel.h5",
+                [&](hid_t f) {
+                  hid_t d = H5Dopen2(f, train_labels.c_str(), H5P_DEFAULT);
+                  hid_t sp = H5Dget_space(d);
+                  const hsize_t start = 0, count = 1;
+                  H5Sselect_hyperslab(sp, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+                  hid_t mem = H5Screate_simple(1, &count, nullptr);
+                  const int bad = 99;
+                  H5Dwrite(d, H5T_NATIVE_INT, mem, sp, H5P_DEFAULT, &bad);
+                  H5Sclose(mem);
+                  H5Sclose(sp);
+                  H5Dclose(d);
+                }),
          "has label 99");
-  expect(edited("shortnames.h5", [](hid_t f) {
-           H5Ldelete(f, "eval/names", H5P_DEFAULT);
-           hid_t t = H5Tcopy(H5T_C_S1);
-           H5Tset_size(t, 8);
-           const hsize_t n = 1;
-           hid_t sp = H5Screate_simple(1, &n, nullptr);
-           hid_t d = H5Dcreate2(f, "eval/names", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-           H5Dclose(d);
-           H5Sclose(sp);
-           H5Tclose(t);
-         }),
+  expect(edited("shortnames.h5",
+                [&](hid_t f) {
+                  H5Ldelete(f, eval_names.c_str(), H5P_DEFAULT);
+                  hid_t t = H5Tcopy(H5T_C_S1);
+                  H5Tset_size(t, 8);
+                  const hsize_t n = 1;
+                  hid_t sp = H5Screate_simple(1, &n, nullptr);
+                  hid_t d = H5Dcreate2(f, eval_names.c_str(), t, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                       H5P_DEFAULT);
+                  H5Dclose(d);
+                  H5Sclose(sp);
+                  H5Tclose(t);
+                }),
          "disagree on the image count");
 }
 

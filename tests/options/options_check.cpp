@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "pets/comm/program.hpp"
 #include "pets/train/options.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "pets/train/options.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 
 namespace {
 
@@ -213,9 +215,53 @@ TEST(TrainOptions, ConfigFileIsCommentedAndKeepsEmptyOptionsOut) {
   EXPECT_MENTIONS(text, "# data = \n");        // required but unset: commented out
   EXPECT_MENTIONS(text, "# pretrained = \n");  // empty default
   EXPECT_MENTIONS(text, "\nepochs = 5\n");
-  EXPECT_MENTIONS(text, "\nmax-lr = 0.029999999999999999\n");  // exact round trip of the double
+  EXPECT_MENTIONS(text, "\nmax-lr = 3e-2\n");  // as typed, and read back exactly (below)
   EXPECT_MENTIONS(text, "\nresume = false\n");
   EXPECT_EQ(text.find("config ="), std::string::npos);
+}
+
+TEST(TrainOptions, EveryDefaultIsTheStructsInHelpAndConfig) {
+  // The defaults printed are TrainOptions' own, as a user types them: parsing them back from
+  // the config file gives the struct's values exactly.
+  const TrainOptions d;
+  const std::string path = temp_path("defaults.cfg");
+  write_file(path, pets::train::format_config(d));
+  const TrainOptions read = parse({"--config", path.c_str(), "--data", "d.h5"}).options;
+  std::remove(path.c_str());
+  EXPECT_EQ(read.max_lr, d.max_lr);  // bit for bit, not DOUBLE_EQ
+  EXPECT_EQ(read.epochs, d.epochs);
+  EXPECT_EQ(read.threads, d.threads);
+  EXPECT_EQ(read.out, d.out);
+  const std::string text = pets::train::format_config(d);
+  EXPECT_MENTIONS(text, "(default 5)\nepochs = 5\n");
+  EXPECT_MENTIONS(text, "(default 3e-2)\nmax-lr = 3e-2\n");
+  EXPECT_MENTIONS(text, "(default runs/pets)\nout = runs/pets\n");
+  // A value other than the default: the comment still names the default.
+  TrainOptions other;
+  other.max_lr = 0.1;
+  EXPECT_MENTIONS(pets::train::format_config(other), "(default 3e-2)\nmax-lr = 0.1\n");
+  const std::string help = parse({"--help"}).help;
+  EXPECT_MENTIONS(help, "--max-lr arg (=3e-2)");
+  EXPECT_MENTIONS(help, "--out DIR (=runs/pets)");
+  EXPECT_EQ(help.find("0.0299"), std::string::npos) << help;
+}
+
+TEST(FormatNumber, ShortestTextThatReadsBackExactly) {
+  using pets::format_number;
+  EXPECT_EQ(format_number(0.8), "0.8");  // not 0.80000000000000004
+  EXPECT_EQ(format_number(3e-2), "3e-2");
+  EXPECT_EQ(format_number(1e-4), "1e-4");
+  EXPECT_EQ(format_number(0.1), "0.1");
+  EXPECT_EQ(format_number(0.25), "0.25");
+  EXPECT_EQ(format_number(512), "512");
+  EXPECT_EQ(format_number(0), "0");
+  EXPECT_EQ(format_number(-0.05), "-5e-2");
+  EXPECT_EQ(format_number(2.5e20), "2.5e20");
+  EXPECT_EQ(format_number(0.1 + 0.2), "0.30000000000000004");  // only as long as it must be
+  for (const double v : {0.8, 3e-2, 1.0 / 3.0, 2.0 / 3.0 * 1e-7, 1e300, 5e-324, 123456789.125}) {
+    const std::string text = format_number(v);
+    EXPECT_EQ(std::strtod(text.c_str(), nullptr), v) << text;  // stod refuses denormals
+  }
 }
 
 TEST(TrainOptions, WriteConfigNeedsNoData) {

@@ -1,9 +1,12 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
-# Sourced by the slurm_* tests: where things are, and small checks.
+# Sourced by the slurm_* tests: where things are, and small checks. Checks, failure and
+# skipping: tests/lib/testlib.sh.
 # Expects PETS_TEST_DIR (this suite's folder under the build tree), PETS_BIN, PETS_SOURCE.
-set -euo pipefail
+# shellcheck source=../lib/testlib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 
-: "${PETS_TEST_DIR:?}" "${PETS_BIN:?}" "${PETS_SOURCE:?}"
+[ -n "${PETS_TEST_DIR:-}" ] && [ -n "${PETS_BIN:-}" ] && [ -n "${PETS_SOURCE:-}" ] ||
+  fatal "set PETS_TEST_DIR, PETS_BIN and PETS_SOURCE (tests/slurm/CMakeLists.txt does)"
 CLUSTER_DIR=$PETS_TEST_DIR/cluster
 WORK=$PETS_TEST_DIR/work
 JOBS=$PETS_SOURCE/jobs
@@ -11,7 +14,7 @@ export SLURM_CONF=$CLUSTER_DIR/etc/slurm.conf
 # Everything the jobs, MPI and Jupyter write goes under the test folder.
 export TMPDIR=$PETS_TEST_DIR/tmp
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$TMPDIR" "$WORK"
+mkdir -p "$TMPDIR" "$WORK" || fatal "cannot make $TMPDIR and $WORK"
 
 # The one tiny problem every training test uses, so that their accuracies can be compared.
 SYNTH_CLASSES=3
@@ -21,11 +24,6 @@ TRAIN_BATCH=2
 DATA_H5=$WORK/data/pets.h5
 REFERENCE_RUN=$WORK/batch/run
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-pass() { echo "ok: $*"; }
 
 # Waits until a training run has started its epochs: pets_train creates --out right before it
 # installs its SIGUSR1/SIGTERM handlers and enters the first step; the signal sent after that,
@@ -44,12 +42,9 @@ wait_training_started() {
 
 # The test is skipped (ctest's SKIP_RETURN_CODE 77) only when the fixture found no Slurm.
 require_cluster() {
-  if [ -f "$CLUSTER_DIR/skipped" ]; then
-    echo "SKIPPED: $(cat "$CLUSTER_DIR/skipped")"
-    exit 77
-  fi
-  [ -f "$CLUSTER_DIR/pids" ] || fail "no cluster running under $CLUSTER_DIR (slurm_cluster_start failed?)"
-  sinfo -h >/dev/null || fail "sinfo cannot reach the test cluster ($SLURM_CONF)"
+  [ ! -f "$CLUSTER_DIR/skipped" ] || skip "$(cat "$CLUSTER_DIR/skipped")"
+  [ -f "$CLUSTER_DIR/pids" ] || fatal "no cluster running under $CLUSTER_DIR (slurm_cluster_start failed?)"
+  sinfo -h >/dev/null || fatal "sinfo cannot reach the test cluster ($SLURM_CONF)"
 }
 
 # scontrol's view of one field of a job (Slurm keeps finished jobs for MinJobAge = 300 s).
@@ -64,7 +59,7 @@ epoch_lines() { grep -E '^epoch [0-9]+: [0-9]+\.[0-9]{2}$' "$1" || true; }
 check_run_folder() {
   local run=$1 epochs=$2
   [ -s "$run/model.safetensors" ] || fail "$run/model.safetensors missing"
-  [ -s "$run/latest" ] || fail "$run/latest missing"
+  [ -s "$run/latest" ] || { fail "$run/latest missing"; return; }
   local latest
   latest=$(head -n1 "$run/latest")
   [[ "$latest" == ckpt-*.safetensors ]] && [ -s "$run/$latest" ] ||

@@ -2,17 +2,17 @@
 # slurm_batch: sbatch --wait jobs/preprocess.sbatch, then jobs/train.sbatch, with 2 tasks each on
 # a tiny synthetic set; checks the HDF5 file, the epoch lines, checkpoints, metrics and the model.
 # Its training run is the reference the preemption test compares against.
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 require_cluster
 
 out=$WORK/batch
-rm -rf "$out" "$WORK/data"
-mkdir -p "$out" "$WORK/data"
+rm -rf "$out" "$WORK/data" && mkdir -p "$out" "$WORK/data" || fatal "cannot make $out and $WORK/data"
 
 "$PETS_BIN/pets_synth" --out "$WORK/data/images" --classes $SYNTH_CLASSES \
-  --per-class $SYNTH_PER_CLASS --seed 7 >/dev/null
+  --per-class $SYNTH_PER_CLASS --seed 7 >/dev/null || fatal "pets_synth exit $?"
 n_images=$(find "$WORK/data/images" -name '*.jpg' | wc -l)
-[ "$n_images" -eq $((SYNTH_CLASSES * SYNTH_PER_CLASS)) ] || fail "pets_synth wrote $n_images images"
+[ "$n_images" -eq $((SYNTH_CLASSES * SYNTH_PER_CLASS)) ] || fatal "pets_synth wrote $n_images images"
 
 # --- preprocessing job ---------------------------------------------------------------------------
 rc=0
@@ -20,11 +20,11 @@ PETS_BIN=$PETS_BIN PETS_IMAGES=$WORK/data/images PETS_H5=$DATA_H5 PETS_MAX_SIDE=
   sbatch --wait --chdir="$out" --output="$out/preprocess-%j.out" --ntasks=2 --nodes=1 \
   --ntasks-per-node=2 --cpus-per-task=1 --time=10 "$JOBS/preprocess.sbatch" >"$out/sbatch-pre.txt" || rc=$?
 pre_id=$(grep -o '[0-9]\+' "$out/sbatch-pre.txt" | head -n1)
-[ "$rc" -eq 0 ] || { show_logs "$out"/preprocess-*.out; fail "preprocess job $pre_id ended with status $rc"; }
+[ "$rc" -eq 0 ] || { show_logs "$out"/preprocess-*.out; fatal "preprocess job $pre_id ended with status $rc"; }
 pre_log=$out/preprocess-$pre_id.out
 grep -q "srun: 2 tasks" "$pre_log" || fail "preprocess job did not run 2 tasks: $(cat "$pre_log")"
 [ "$(job_field "$pre_id" JobState)" = COMPLETED ] || fail "job $pre_id: $(job_field "$pre_id" JobState)"
-[ -s "$DATA_H5" ] || fail "$DATA_H5 not written"
+[ -s "$DATA_H5" ] || fatal "$DATA_H5 not written"
 h5ls -r "$DATA_H5" >"$out/h5ls.txt" 2>&1 || fail "h5ls cannot read $DATA_H5: $(cat "$out/h5ls.txt")"
 [ "$(wc -l <"$out/h5ls.txt")" -ge 2 ] || fail "$DATA_H5 holds nothing: $(cat "$out/h5ls.txt")"
 pass "preprocess job $pre_id: $DATA_H5 ($(wc -l <"$out/h5ls.txt") objects)"
@@ -37,7 +37,7 @@ PETS_BIN=$PETS_BIN PETS_DATA=$DATA_H5 PETS_OUT=$REFERENCE_RUN PETS_EPOCHS=$TRAIN
   --ntasks-per-node=2 --cpus-per-task=1 --time=10 "$JOBS/train.sbatch" >"$out/sbatch-train.txt" || rc=$?
 train_id=$(grep -o '[0-9]\+' "$out/sbatch-train.txt" | head -n1)
 log=$out/train-$train_id.out
-[ "$rc" -eq 0 ] || { show_logs "$log"; fail "train job $train_id ended with status $rc"; }
+[ "$rc" -eq 0 ] || { show_logs "$log"; fatal "train job $train_id ended with status $rc"; }
 [ "$(job_field "$train_id" JobState)" = COMPLETED ] || fail "job $train_id: $(job_field "$train_id" JobState)"
 [ "$(job_field "$train_id" Restarts)" = 0 ] || fail "job $train_id was restarted"
 grep -q "srun: 2 tasks x 1 threads" "$log" || fail "train job did not run 2 tasks x 1 thread"
@@ -55,3 +55,4 @@ logged = [round(json.loads(l)["accuracy"], 2) for l in open(sys.argv[2]) if l.st
 assert printed == logged, (printed, logged)
 PY
 pass "train job $train_id: $(tr '\n' ' ' <"$out/epochs.txt")"
+finish

@@ -4,13 +4,13 @@
 # allocation (it asks Slurm for one with srun), stopped by SIGUSR1 while training; then inside an
 # allocation (salloc), where it runs as a job step and, finding the checkpoint, resumes. Also checks
 # that a Slurm launch without PMIx is refused with a message naming --mpi=pmix.
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 require_cluster
-[ -s "$DATA_H5" ] || fail "no data set $DATA_H5 (slurm_batch failed?)"
+[ -s "$DATA_H5" ] || fatal "no data set $DATA_H5 (slurm_batch failed?)"
 
 out=$WORK/interactive
-rm -rf "$out"
-mkdir -p "$out"
+rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
 export PETS_BIN PETS_DATA=$DATA_H5 PETS_OUT=$out/run PETS_NTASKS=2 PETS_CPUS_PER_TASK=1 PETS_TIME=10
 unset SLURM_JOB_ID
 
@@ -19,13 +19,13 @@ unset SLURM_JOB_ID
 "$JOBS/interactive.sh" --epochs $TRAIN_EPOCHS --batch-size $TRAIN_BATCH --eval-batch-size 4 \
   </dev/null >"$out/first.log" 2>&1 &
 srun_pid=$!
-trap 'kill -INT $srun_pid 2>/dev/null || true' EXIT
+at_exit 'kill -INT $srun_pid 2>/dev/null || true'
 wait_training_started "$out/run" "$out/first.log" "pid:$srun_pid" ||
-  { show_logs "$out/first.log"; fail "interactive.sh: training did not start"; }
+  { show_logs "$out/first.log"; fatal "interactive.sh: training did not start"; }
 kill -USR1 $srun_pid
 rc=0
 wait $srun_pid || rc=$?
-trap - EXIT
+drop_at_exit 'kill -INT $srun_pid 2>/dev/null || true'
 [ "$rc" -eq 75 ] || { show_logs "$out/first.log"; fail "interactive.sh after SIGUSR1: status $rc, want 75"; }
 grep -q "requesting 2 tasks" "$out/first.log" || fail "interactive.sh did not ask for an allocation"
 grep -q "^stopped by signal 10 at epoch" "$out/first.log" || fail "pets_train did not checkpoint on SIGUSR1"
@@ -97,3 +97,4 @@ if pgrep -f "pets_train.*$out/ctrlc" >/dev/null; then
 fi
 [ -z "$(squeue -h -n pets-interactive)" ] || fail "the allocation outlived Ctrl-C: $(squeue -h -n pets-interactive)"
 pass "one Ctrl-C ended every rank and the allocation"
+finish

@@ -1,17 +1,11 @@
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # Sourced by the pets_train script tests, which all take the same arguments:
 #   SCRIPT PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
-# Sets synth, preprocess, train, work, mpiexec, npflag, preflags; starts in a fresh WORKDIR.
-# fail MESSAGE counts a failed check and goes on; finish reports and exits (1 if any failed).
-set -u
-synth=$1 preprocess=$2 train=$3 work=$4 mpiexec=$5 npflag=$6 preflags=$7
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags "$@"; }
-finish() {
-  local name
-  name=$(basename "$0" .sh)
-  if [ "$failures" -eq 0 ]; then echo "$name: all checks passed"; exit 0; fi
-  echo "$name: $failures check(s) failed"; exit 1
-}
-rm -rf "$work" && mkdir -p "$work"
-cd "$work" || exit 1
+# Sets synth, preprocess, train, work and the launcher of run_np/start_np; starts in a fresh
+# WORKDIR. Checks, failure and skipping: tests/lib/testlib.sh.
+# shellcheck source=../lib/testlib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
+[ $# -eq 7 ] || fatal "usage: $(basename "$0") PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS"
+synth=$1 preprocess=$2 train=$3
+use_mpiexec "$5" "$6" "$7"
+enter_workdir "$4"

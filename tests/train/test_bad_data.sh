@@ -6,29 +6,28 @@
 # dump, no Open MPI abort report, no --out folder. The damaged copies come from make_bad_store
 # ($PETS_MAKE_BAD_STORE), which prints each file with the text its error must contain.
 # usage: test_bad_data.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+# shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
-make_bad=${PETS_MAKE_BAD_STORE:?set PETS_MAKE_BAD_STORE to the make_bad_store tool}
-# --tag-output (Open MPI) prefixes each line with [job,rank]<stream>: which rank said what.
-# stdin from /dev/null: mpiexec would otherwise swallow the case list the loop reads.
-run_np() { local np=$1; shift; $mpiexec $npflag "$np" $preflags --tag-output "$@" < /dev/null; }
+make_bad=${PETS_MAKE_BAD_STORE:-}
+[ -n "$make_bad" ] || fatal "set PETS_MAKE_BAD_STORE to the make_bad_store tool"
 
-"$synth" --out images --classes 3 --per-class 5 --seed 5 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
-run_np 1 "$preprocess" --images images --out good.h5 --max-side 64 > /dev/null ||
-  { echo "FAIL: preprocess"; exit 1; }
-"$make_bad" good.h5 bad > cases.tsv || { echo "FAIL: make_bad_store"; exit 1; }
-[ "$(wc -l < cases.tsv)" -ge 10 ] || { echo "FAIL: make_bad_store wrote $(wc -l < cases.tsv) cases"; exit 1; }
+"$synth" --out images --classes 3 --per-class 5 --seed 5 > /dev/null || fatal "pets_synth exit $?"
+run_np 1 "$preprocess" --images images --out good.h5 --max-side 64 > /dev/null || fatal "pets_preprocess exit $?"
+"$make_bad" good.h5 bad > cases.tsv || fatal "make_bad_store exit $?"
+[ "$(wc -l < cases.tsv)" -ge 10 ] || fatal "make_bad_store wrote $(wc -l < cases.tsv) cases, expected at least 10"
 
 while IFS=$'\t' read -r file expect; do
   name=$(basename "$file" .h5)
   before=$failures
   out="run_$name"
-  run_np 2 "$train" --data "$file" --epochs 1 --batch-size 2 --out "$out" > "$name.log" 2>&1
+  # --tag-output (Open MPI) prefixes each line with [job,rank]<stream>: which rank said what.
+  run_np 2 --tag-output "$train" --data "$file" --epochs 1 --batch-size 2 --out "$out" > "$name.log" 2>&1
   rc=$?
   what="$name ($expect)"
-  [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; cat "$name.log"; continue; }
+  [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; show "$name.log"; continue; }
   # The ranks' lines are tagged; mpiexec's own note that a rank exited non-zero is not.
   tagged=$(grep -c '^\[[0-9]*,[0-9]*\]<' "$name.log")
-  [ "$tagged" -eq 1 ] || { fail "$what: $tagged lines from the ranks, not 1"; cat "$name.log"; continue; }
+  [ "$tagged" -eq 1 ] || { fail "$what: $tagged lines from the ranks, not 1"; show "$name.log"; continue; }
   line=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log")
   case "$line" in
     "[1,0]<stderr>:error: "*) ;;
@@ -40,9 +39,7 @@ while IFS=$'\t' read -r file expect; do
   if grep -Eq 'HDF5-DIAG|#[0-9]{3}:|H5[A-Z]?[a-z_]*[A-Za-z_]*\(\)|H5[A-Z]_?[a-z_]+: ' "$name.log"; then
     fail "$what: HDF5 diagnostics in the output: $line"
   fi
-  if grep -Eqi 'abnormal termination|MPI_ABORT|exited on signal|has exited due to|killed' "$name.log"; then
-    fail "$what: Open MPI abort report"
-  fi
+  abort_report "$name.log" && fail "$what: Open MPI abort report"
   [ ! -e "$out" ] || fail "$what: left an --out folder"
   [ "$failures" -eq "$before" ] && echo "ok: $name: ${line#*error: }"
 done < cases.tsv

@@ -1,8 +1,9 @@
-// Checkpoints: round trip, the latest pointer, and refusal of damaged files with fallback to the
-// previous complete one.
+// Checkpoints: round trip, the latest pointer, refusal of damaged files with fallback to the
+// previous complete one, and refusal of an older pets_train's format without fallback.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,31 @@ namespace {
 
 namespace fs = std::filesystem;
 using pets::train::Checkpoint;
+
+/// The digest pets_train wrote before xxh3-64: FNV-1a 64 over the state text, then each
+/// tensor's name, dtype name, sizes and bytes, as 16 hex digits.
+std::string fnv1a_digest(const std::string& state_text, const pets::model::NamedTensors& tensors) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto add = [&h](const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  };
+  add(state_text.data(), state_text.size());
+  for (const auto& [name, tensor] : tensors) {
+    const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+    add(name.data(), name.size());
+    const std::string type = c10::toString(t.scalar_type());
+    add(type.data(), type.size());
+    for (int64_t d : t.sizes()) add(&d, sizeof d);
+    add(t.data_ptr(), t.numel() * t.element_size());
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -100,6 +126,50 @@ TEST_F(CheckpointTest, FlippedHeaderStateIsRefused) {
   } catch (const pets::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(CheckpointTest, DigestIsXxh3OfStateAndTensors) {
+  const std::string path = save(4);
+  const auto file = pets::model::SafetensorsFile::open(path);
+  const std::string digest = file.metadata().at("pets_digest");
+  ASSERT_EQ(digest.size(), 8u + 16u) << digest;
+  EXPECT_EQ(digest.substr(0, 8), "xxh3-64:");
+  EXPECT_EQ(digest.find_first_not_of("0123456789abcdef", 8), std::string::npos) << digest;
+  // Another value in one tensor, another digest.
+  const std::string other = pets::train::save_checkpoint(
+      (dir_ / "other").string(), 4, {{"sched_step", 40}},
+      {{"fc.weight", torch::full({3, 4}, 4.f)}, {"adam.step", torch::tensor({int64_t{8}})}});
+  EXPECT_NE(pets::model::SafetensorsFile::open(other).metadata().at("pets_digest"), digest);
+}
+
+TEST_F(CheckpointTest, OlderDigestFormatIsRefusedWithoutFallback) {
+  save(1);
+  // ckpt-2 exactly as the previous pets_train wrote it (FNV-1a digest), named by `latest`.
+  const nlohmann::json state = {{"sched_step", 20}, {"index", 2}};
+  const std::string state_text = state.dump();
+  const pets::model::NamedTensors old_tensors = tensors(2.f);
+  const std::string old = (dir_ / "ckpt-2.safetensors").string();
+  pets::model::write_tensors(old, old_tensors,
+                             {{"format", "pt"},
+                              {"pets_state", state_text},
+                              {"pets_digest", fnv1a_digest(state_text, old_tensors)}});
+  std::ofstream(dir_ / "latest") << "ckpt-2.safetensors\n";
+
+  try {
+    pets::train::read_checkpoint(old);
+    FAIL() << "an older format was accepted";
+  } catch (const pets::train::IncompatibleCheckpoint& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(old), std::string::npos) << what;
+    EXPECT_NE(what.find("written by an older pets_train"), std::string::npos) << what;
+    EXPECT_NE(what.find("fnv1a"), std::string::npos) << what;
+    EXPECT_NE(what.find("start a fresh run"), std::string::npos) << what;
+  }
+  // Not mistaken for damage: no fallback to ckpt-1, the refusal reaches the caller (exit 2).
+  std::vector<std::string> notices;
+  EXPECT_THROW(pets::train::load_latest_checkpoint(dir_.string(), &notices),
+               pets::train::IncompatibleCheckpoint);
+  EXPECT_TRUE(notices.empty());
 }
 
 TEST_F(CheckpointTest, FileNewerThanLatestPointerIsIgnored) {

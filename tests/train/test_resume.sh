@@ -8,17 +8,19 @@
 # each is, byte for byte, what a run stopped after that epoch leaves (the run continues from it
 # in memory exactly as a resumed one does from the file, which is what this test checks).
 # usage: test_resume.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+# shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
-"$synth" --out images --classes 3 --per-class 30 --seed 11 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
-run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
+"$synth" --out images --classes 3 --per-class 30 --seed 11 > /dev/null || fatal "pets_synth exit $?"
+run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || fatal "pets_preprocess exit $?"
 epochs=4
-common=(--data pets.h5 --epochs $epochs --batch-size 4 --eval-batch-size 16 --max-lr 3e-2 --seed 42)
+common=(--data pets.h5 --epochs "$epochs" --batch-size 4 --eval-batch-size 16 --max-lr 3e-2 --seed 42)
 
-run_np 2 "$train" "${common[@]}" --out full > full.out 2> full.err || { cat full.err; fail "uninterrupted run"; }
-[ "$(wc -l < full.out)" -eq $epochs ] || { fail "uninterrupted run printed $(wc -l < full.out) epochs"; cat full.out; }
+run_np 2 "$train" "${common[@]}" --out full > full.out 2> full.err ||
+  { rc=$?; show full.err; fatal "the uninterrupted run, which the others are compared with, exit $rc"; }
+[ "$(wc -l < full.out)" -eq $epochs ] || { fail "uninterrupted run printed $(wc -l < full.out) epochs"; show full.out; }
 # Checkpoints are ckpt-<global step>.safetensors: the end of epoch k is the k-th smallest.
 mapfile -t ckpts < <(ls full/ckpt-*.safetensors | sed 's/.*ckpt-\([0-9]*\)\.safetensors/\1/' | sort -n)
-[ "${#ckpts[@]}" -eq $epochs ] || fail "expected $epochs checkpoints, found ${#ckpts[@]}"
+[ "${#ckpts[@]}" -eq $epochs ] || fatal "expected $epochs checkpoints, found ${#ckpts[@]}"
 
 # A folder holding what a run stopped after epoch k leaves.
 stopped_after() {
@@ -30,7 +32,7 @@ stopped_after() {
 for k in $(seq 1 $((epochs - 1))); do
   stopped_after "$k" "after_$k"
   run_np 2 "$train" "${common[@]}" --out "after_$k" --resume > "after_$k.out" 2> "after_$k.err" ||
-    { cat "after_$k.err"; fail "resume after epoch $k exited non-zero"; continue; }
+    { fail "resume after epoch $k exit $?"; show "after_$k.err"; continue; }
   grep -q "resumed from .* at epoch $k, step 0" "after_$k.err" || fail "after epoch $k: no resume notice"
   tail -n +$((k + 1)) full.out | cmp -s - "after_$k.out" ||
     { fail "resumed after epoch $k: accuracies differ"; diff <(tail -n +$((k + 1)) full.out) "after_$k.out"; }
@@ -50,9 +52,9 @@ done
 #    is 33.33 %); it trained on the same images with other batches, so not bitwise.
 stopped_after 1 ranks_1
 run_np 1 "$train" "${common[@]}" --out ranks_1 --resume > ranks_1.out 2> ranks_1.err ||
-  { cat ranks_1.err; fail "resume with 1 rank exited non-zero"; }
+  { fail "resume with 1 rank exit $?"; show ranks_1.err; }
 grep -q "written by 2 ranks, this run has 1" ranks_1.err || fail "no notice of the changed rank count"
-[ "$(wc -l < ranks_1.out)" -eq $((epochs - 1)) ] || { fail "-np 1 resume printed the wrong epochs"; cat ranks_1.out; }
+[ "$(wc -l < ranks_1.out)" -eq $((epochs - 1)) ] || { fail "-np 1 resume printed the wrong epochs"; show ranks_1.out; }
 last_lr() { tail -1 "$1" | sed 's/.*"lr":\([^,}]*\).*/\1/'; }
 awk -v a="$(last_lr full/metrics.jsonl)" -v b="$(last_lr ranks_1/metrics.jsonl)" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-6 * a) }' ||
@@ -62,19 +64,17 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b >= 60.0 
   fail "final accuracy $b after resuming with 1 rank is not within 25 points of $a"
 
 # 3. A mid-epoch checkpoint holds each rank's BatchNorm statistics: another rank count is refused.
-$mpiexec $npflag 2 $preflags "$train" "${common[@]}" --out mid > mid.out 2> mid.err &
-pid=$!
+start_np 2 "$train" "${common[@]}" --out mid > mid.out 2> mid.err
 for _ in $(seq 1 1200); do [ -s mid/latest ] && break; sleep 0.05; done
-kill -USR1 "$pid"
-wait "$pid"; status=$?
-[ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; cat mid.err; }
+kill -USR1 "$np_pid"
+wait "$np_pid"; status=$?
+[ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; show mid.err; }
 if grep -q "stopped by .* step [1-9]" mid.err; then
-  run_np 1 "$train" "${common[@]}" --out mid --resume > mid1.out 2> mid1.err; status=$?
-  [ "$status" -eq 2 ] || fail "a mid-epoch checkpoint resumed at another rank count exited $status, not 2"
-  grep -q "mid-epoch checkpoint of 2 ranks; resume it with as many" mid1.err ||
-    { fail "no message for the mid-epoch checkpoint at another rank count"; cat mid1.err; }
+  expect_usage "a mid-epoch checkpoint resumed at another rank count" \
+    "mid-epoch checkpoint of 2 ranks; resume it with as many" \
+    run_np 1 "$train" "${common[@]}" --out mid --resume
 else
-  fail "the stop did not land mid-epoch"; cat mid.err
+  fail "the stop did not land mid-epoch"; show mid.err
 fi
 
 finish

@@ -8,21 +8,22 @@
 # usage: test_small_fs.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 small="$4/small"
 if mountpoint -q "$small" 2>/dev/null; then umount "$small"; fi  # left by a killed earlier run
+# shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
-run_np() { local np=$1; shift; timeout 300 $mpiexec $npflag "$np" $preflags "$@"; }
+np_timeout=300
 mkdir -p "$small"
 if ! why=$(mount -t tmpfs -o size=64k tmpfs "$small" 2>&1); then
-  echo "SKIPPED: cannot mount a small tmpfs to fill (${why:-mount failed}); needs root"
-  exit 77
+  skip "cannot mount a small tmpfs to fill (${why:-mount failed}); needs root"
 fi
-trap 'cd / && umount "$small"' EXIT
+at_exit 'cd / && umount "$small"'
 
-"$synth" --out images --classes 3 --per-class 6 --seed 9 > /dev/null || { echo "FAIL: pets_synth"; exit 1; }
-run_np 1 "$preprocess" --images images --out pets.h5 --max-side 64 > /dev/null || { echo "FAIL: preprocess"; exit 1; }
+"$synth" --out images --classes 3 --per-class 6 --seed 9 > /dev/null || fatal "pets_synth exit $?"
+run_np 1 "$preprocess" --images images --out pets.h5 --max-side 64 > /dev/null || fatal "pets_preprocess exit $?"
 common=(--data "$work/pets.h5" --epochs 3 --batch-size 4 --eval-batch-size 8 --seed 42)
 
 # The reference: the same run with room to spare, for the checkpoint size and the accuracies.
-run_np 2 "$train" "${common[@]}" --out "$work/roomy" > roomy.out 2> roomy.err || { cat roomy.err; echo "FAIL: roomy run"; exit 1; }
+run_np 2 "$train" "${common[@]}" --out "$work/roomy" > roomy.out 2> roomy.err ||
+  { rc=$?; show roomy.err; fatal "the run with room to spare exit $rc"; }
 first=$(cd roomy && ls ckpt-*.safetensors | sort -t- -k2 -n | head -1)
 size=$(stat -c %s "roomy/$first")
 [ "$(ls roomy/ckpt-*.safetensors | wc -l)" -eq 3 ] || fail "the roomy run did not keep one checkpoint per epoch"
@@ -30,29 +31,29 @@ size=$(stat -c %s "roomy/$first")
 # One and a half checkpoints: the first (plus `latest` and metrics.jsonl) fits, the second's
 # temporary file runs out of space part-way.
 kb=$(( (size * 3 / 2) / 1024 ))
-mount -o remount,size=${kb}k "$small" || { echo "FAIL: cannot resize the tmpfs"; exit 1; }
+mount -o remount,size=${kb}k "$small" || fatal "cannot resize the tmpfs"
 run_np 2 "$train" "${common[@]}" --out "$small/run" > full.out 2> full.err
 rc=$?
 echo "disk-full run: exit $rc (checkpoint $size bytes, filesystem ${kb} KiB)"
 if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then fail "the run on a full disk exited $rc"; fi
 grep -q '^error: .*ckpt-.*No space left on device' full.err ||
-  { fail "no error line naming the checkpoint and the full disk"; cat full.err; }
-[ "$(grep -c '^error:' full.err)" -eq 1 ] || { fail "not exactly one error line"; cat full.err; }
+  { fail "no error line naming the checkpoint and the full disk"; show full.err; }
+[ "$(grep -c '^error:' full.err)" -eq 1 ] || { fail "not exactly one error line"; show full.err; }
 [ "$(cat "$small/run/latest" 2>/dev/null)" = "$first" ] ||
   fail "latest names '$(cat "$small/run/latest" 2>/dev/null)', not the complete $first"
 # Epoch 0's line, and epoch 1's when it was printed before its checkpoint failed to write.
 lines=$(wc -l < full.out)
 [ "$lines" -ge 1 ] && [ "$lines" -le 2 ] && cmp -s <(head -n "$lines" roomy.out) full.out ||
-  { fail "the full-disk run's output is not the roomy run's first epochs"; cat full.out; }
-leftovers=$(ls -a "$small/run" | grep -E '\.tmp\.' || true)
+  { fail "the full-disk run's output is not the roomy run's first epochs"; show full.out; }
+leftovers=$(find "$small/run" -maxdepth 1 -name '*.tmp.*')
 [ -z "$leftovers" ] || fail "temporary files left: $leftovers"
 
 # Room again (as after clearing the disk): --resume takes the first checkpoint and finishes
 # exactly as the run that always had room.
-mount -o remount,size=512m "$small" || { echo "FAIL: cannot grow the tmpfs"; exit 1; }
+mount -o remount,size=512m "$small" || fatal "cannot grow the tmpfs"
 run_np 2 "$train" "${common[@]}" --out "$small/run" --resume > resumed.out 2> resumed.err ||
-  { fail "resume after the full disk exited $?"; cat resumed.err; }
-grep -q "resumed from .*$first" resumed.err || { fail "resume did not start from $first"; cat resumed.err; }
+  { fail "resume after the full disk exited $?"; show resumed.err; }
+grep -q "resumed from .*$first" resumed.err || { fail "resume did not start from $first"; show resumed.err; }
 # The first checkpoint holds epoch 0: the resumed run prints epochs 1 and 2 as the roomy run did.
 cmp -s <(tail -n +2 roomy.out) resumed.out ||
   { fail "accuracies after the full disk differ from the roomy run"; diff <(tail -n +2 roomy.out) resumed.out; }

@@ -17,6 +17,9 @@ class Tensor;
 namespace torch::nn {
 class Module;
 }
+namespace pets {
+class Digest;
+}
 
 namespace pets::comm {
 
@@ -85,8 +88,14 @@ class MpiCommunicator final : public Communicator {
 /// names, shapes and dtypes; if not, every rank throws pets::Error (no mismatched collectives).
 void broadcast_module(Communicator& comm, torch::nn::Module& module, int root = 0);
 
-/// A 64-bit FNV-1a digest of the names, shapes, dtypes and values of `module`'s parameters and
-/// buffers: equal on two ranks iff (barring collisions) their modules are identical.
+/// Adds `tensor` to `digest`: its name, dtype, shape and values (an undefined tensor: its name
+/// and a marker). The one tensor digest of the project: module_digest, tensors_digest and the
+/// checkpoints' digest are made of it.
+void add_tensor_to_digest(Digest& digest, const std::string& name, const at::Tensor& tensor);
+
+/// A 64-bit digest (pets::Digest, XXH3-64) of the names, shapes, dtypes and values of
+/// `module`'s parameters and buffers: equal on two ranks iff (barring collisions) their modules
+/// are identical.
 std::uint64_t module_digest(const torch::nn::Module& module);
 
 /// The same digest over `tensors` in order (shape, dtype and values; an undefined one counts).

@@ -2,9 +2,13 @@
 /// \file
 /// RAII over MPI itself (init/finalize) and over the project's communicators: a private
 /// duplicate of the world, so that library traffic never matches an application message, and the
-/// node-local communicator that decides which GPU a rank drives.
+/// node-local communicator that decides which GPU a rank drives; and the string collectives
+/// the programs use to share rank 0's view (file lists, verdicts) with every rank.
 
 #include <mpi.h>
+
+#include <string>
+#include <vector>
 
 namespace pets::comm {
 
@@ -64,5 +68,12 @@ class MpiComm {
   int local_rank_ = 0;
   int local_size_ = 1;
 };
+
+/// Rank `root`'s `text` on every rank of `comm`; the other ranks' `text` is ignored. Collective.
+std::string broadcast_string(std::string text, MPI_Comm comm, int root = 0);
+
+/// Every rank's strings, concatenated in rank order, on every rank of `comm`. Collective. The
+/// strings travel NUL-separated, so they must not contain NUL (file names and messages do not).
+std::vector<std::string> allgather_strings(const std::vector<std::string>& mine, MPI_Comm comm);
 
 }  // namespace pets::comm

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "pets/comm/communicator.hpp"
+#include "pets/util/error.hpp"  // PETS_NCCL_CHECK, PETS_CUDA_CHECK and their helpers
 
 namespace pets::comm {
 
@@ -21,13 +22,6 @@ class MpiComm;
 
 /// The NCCL library's runtime version, e.g. "2.28.9" (for error messages).
 std::string nccl_version_string();
-
-/// Throws pets::Error: "<call> failed: <NCCL's error string>; <ncclGetLastError> (NCCL x.y.z)".
-/// `comm` may be null (calls without a communicator).
-[[noreturn]] void throw_nccl_error(ncclResult_t result, const char* call, ncclComm_t comm,
-                                   const char* file, int line);
-/// Throws pets::Error with the CUDA runtime's name and description of `error`.
-[[noreturn]] void throw_cuda_error(cudaError_t error, const char* call, const char* file, int line);
 
 /// Rank `root` of `mpi` creates a unique id (ncclGetUniqueId) and MPI_Bcast gives every rank
 /// the same 128 bytes. Collective over `mpi`; needs no GPU.
@@ -85,21 +79,5 @@ std::unique_ptr<Communicator> make_nccl_communicator(const MpiComm& mpi, int dev
 #endif
 
 }  // namespace pets::comm
-
-/// Turns a failed NCCL call (without a communicator to abort) into a pets::Error.
-#define PETS_NCCL_CHECK(call)                                                            \
-  do {                                                                                   \
-    const ncclResult_t pets_nccl_rc_ = (call);                                           \
-    if (pets_nccl_rc_ != ncclSuccess)                                                    \
-      ::pets::comm::throw_nccl_error(pets_nccl_rc_, #call, nullptr, __FILE__, __LINE__); \
-  } while (0)
-
-/// Turns a failed CUDA runtime call into a pets::Error.
-#define PETS_CUDA_CHECK(call)                                                   \
-  do {                                                                          \
-    const cudaError_t pets_cuda_rc_ = (call);                                   \
-    if (pets_cuda_rc_ != cudaSuccess)                                           \
-      ::pets::comm::throw_cuda_error(pets_cuda_rc_, #call, __FILE__, __LINE__); \
-  } while (0)
 
 #endif  // PETS_HAVE_NCCL

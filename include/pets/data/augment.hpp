@@ -38,15 +38,18 @@ CropBox random_resized_crop_box(int height, int width, Rng& rng, const CropParam
 inline constexpr float kMean[3] = {0.485f, 0.456f, 0.406f};
 inline constexpr float kStd[3] = {0.229f, 0.224f, 0.225f};
 
-/// HWC floats in [0, 255] to normalised CHW: (v / 255 - mean) / std.
-void normalize_to_chw(const float* hwc, int height, int width, float* chw);
+/// HWC floats in [0, 255] to normalised HWC, (v / 255 - mean) / std per channel: the
+/// channels-last layout the model consumes, so batches need no transposition. `out` may be
+/// `hwc` (in place).
+void normalize_hwc(const float* hwc, int height, int width, float* out);
 
 /// Train transform: random crop box, resize to size x size, normalise. Writes 3*size*size
-/// floats (CHW) to `out`.
+/// floats (HWC) to `out`.
 void transform_train(const Image& image, Rng& rng, int size, float* out,
                      const CropParams& params = {});
 
-/// Eval transform: Resize((size, size)) of the whole image (aspect not kept), normalise.
+/// Eval transform: Resize((size, size)) of the whole image (aspect not kept), normalise. Writes
+/// 3*size*size floats (HWC) to `out`.
 void transform_eval(const Image& image, int size, float* out);
 
 }  // namespace pets::data

@@ -1,12 +1,15 @@
 #pragma once
 /// \file
-/// Error checks for the two C libraries of the data path: HDF5 and TurboJPEG. A failed call
-/// becomes a pets::Error that carries the library's own message, file:line and the rank.
+/// HDF5's error stack as text, for the messages of PETS_H5_CHECK and of the store's own checks,
+/// and the switch that silences HDF5's automatic dump of it. The check macros themselves
+/// (PETS_H5_CHECK, PETS_TJ_CHECK) are in pets/util/error.hpp, included here; their helpers
+/// are defined in data/checks.cpp, which links HDF5 and TurboJPEG.
 
 #include <hdf5.h>
-#include <turbojpeg.h>
 
 #include <string>
+
+#include "pets/util/error.hpp"
 
 namespace pets::data {
 
@@ -21,24 +24,4 @@ std::string hdf5_error_stack();
 /// need the cause, not HDF5's call chain.
 std::string hdf5_root_cause();
 
-[[noreturn]] void throw_h5_error(const char* call, const char* file, int line);
-[[noreturn]] void throw_tj_error(tjhandle handle, const char* call, const char* file, int line);
-
-/// Returns `value` when the HDF5 call succeeded (non-negative id or status), throws otherwise.
-template <typename T>
-T h5_check(T value, const char* call, const char* file, int line) {
-  if (value < 0) throw_h5_error(call, file, line);
-  return value;
-}
-
 }  // namespace pets::data
-
-/// Evaluates an HDF5 call that returns an hid_t/herr_t/htri_t/ssize_t; yields its value.
-#define PETS_H5_CHECK(call) ::pets::data::h5_check((call), #call, __FILE__, __LINE__)
-
-/// Any non-zero TurboJPEG return, warnings included, throws. Calls where a TJERR_WARNING is
-/// acceptable check tjGetErrorCode themselves instead.
-#define PETS_TJ_CHECK(handle, call)                                                         \
-  do {                                                                                      \
-    if ((call) != 0) ::pets::data::throw_tj_error((handle), #call, __FILE__, __LINE__);     \
-  } while (0)

@@ -1,18 +1,7 @@
 #pragma once
 /// \file
 /// The preprocessed image store: one HDF5 file written by pets_preprocess and read by the
-/// loader. Layout (schema version 1):
-///
-///     /                     attributes: label_names (fixed strings, id order), seed (uint64),
-///                           train_fraction (double), max_side (int32), schema_version (int32),
-///                           tool_version (string)
-///     /train, /eval         pixels  uint8 [total bytes], chunked, all images HWC back to back
-///                           offsets uint64 [n]     first byte of image i in pixels
-///                           shapes  int32 [n, 3]   (height, width, 3)
-///                           labels  int32 [n]      index into label_names
-///                           names   string [n]     source file name
-///     /skipped              compound {name, reason} [m]: files not stored, and why
-///     /warnings             compound {name, reason} [k]: stored files with decoder warnings
+/// loader. Its layout and version are in pets/data/store_schema.hpp.
 
 #include <hdf5.h>
 
@@ -23,11 +12,9 @@
 #include <vector>
 
 #include "pets/data/image.hpp"
+#include "pets/data/store_schema.hpp"
 
 namespace pets::data {
-
-/// The schema version this code writes and reads.
-inline constexpr std::int32_t kSchemaVersion = 1;
 
 /// Owns one HDF5 identifier (file, group, dataset, dataspace, datatype, property list or
 /// attribute) and closes it with the matching H5?close. Move-only.

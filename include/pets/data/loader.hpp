@@ -2,7 +2,7 @@
 /// \file
 /// The per-rank data loader over an image store. Free of LibTorch on purpose (its headers cost
 /// ~25 s per file to compile): a Batch is plain vectors that the trainer wraps with
-/// torch::from_blob.
+/// torch::from_blob, without a copy on the CPU.
 ///
 /// Sharding: an epoch's global order (train: a permutation seeded by (seed, epoch); eval: store
 /// order) is cut into global steps of batch_size * world images; inside a step rank r takes the
@@ -28,26 +28,27 @@ namespace pets::data {
 
 /// Loader settings.
 struct LoaderOptions {
-  std::string path;               ///< the HDF5 store
+  std::string path;  ///< the HDF5 store
   int rank = 0;
   int world = 1;
   std::int64_t train_batch = 64;  ///< per rank, as the Python pipeline
   std::int64_t eval_batch = 128;  ///< per rank
   int image_size = 224;
   std::uint64_t seed = 42;
-  int workers = 2;                ///< decode/augment threads
-  int prefetch = 4;               ///< batches ready ahead of the consumer (bounded queue)
+  int workers = 2;   ///< decode/augment threads
+  int prefetch = 4;  ///< batches ready ahead of the consumer (bounded queue)
 };
 
-/// One batch: normalised float pixels in NCHW order plus labels.
+/// One batch: normalised float pixels, channels last (NHWC: what the model consumes, viewed as
+/// an NCHW tensor with channels-last strides), plus labels.
 struct Batch {
-  std::vector<float> pixels;          ///< n * 3 * h * w
+  std::vector<float> pixels;          ///< n * h * w * 3
   std::vector<std::int64_t> labels;   ///< n
   std::vector<std::int64_t> indices;  ///< n, image indices within the split (for checks)
   std::int64_t n = 0;
   int h = 0;
   int w = 0;
-  std::int64_t step = 0;              ///< index of the batch in the epoch
+  std::int64_t step = 0;  ///< index of the batch in the epoch
 };
 
 /// Reads, augments and batches this rank's share of a store, ahead of the consumer.
@@ -61,12 +62,15 @@ class Loader {
 
   const Store& store() const { return *store_; }
   const LoaderOptions& options() const { return options_; }
-  std::int64_t num_classes() const { return static_cast<std::int64_t>(store_->label_names().size()); }
+  std::int64_t num_classes() const {
+    return static_cast<std::int64_t>(store_->label_names().size());
+  }
 
   /// Steps in one epoch of a split: the same on every rank.
   std::int64_t steps_per_epoch(SplitKind kind) const;
   /// This rank's images of a step, in order (split indices).
-  std::vector<std::int64_t> step_indices(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
+  std::vector<std::int64_t> step_indices(SplitKind kind, std::int64_t epoch,
+                                         std::int64_t step) const;
 
   /// Starts producing an epoch's batches on the worker threads (stops a running one), from
   /// `first_step` on (a resumed epoch; batches are pure functions of (kind, epoch, step)).

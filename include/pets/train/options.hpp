@@ -16,7 +16,8 @@ enum class BnMode { kTrain, kEval };
 /// Where the model runs: CUDA if present, or the named device.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 
-/// Everything pets_train can be told. Defaults are the tutorial's where it has one.
+/// Everything pets_train can be told. Defaults are the tutorial's where it has one; these
+/// member initialisers are the only place they are written (--help and --write-config print them).
 struct TrainOptions {
   std::string data;           ///< HDF5 file made by the preprocessing tool (required)
   int epochs = 5;             ///< passes over the training split
@@ -62,8 +63,8 @@ std::string train_options_help();
 /// counterpart). Options left at an empty default are written commented out.
 std::string format_config(const TrainOptions& options);
 
-/// Writes format_config(options) to `path` atomically (a temporary file in the same folder,
-/// flushed and renamed), so a reader never sees half a file. Throws pets::Error on I/O failure.
+/// Writes format_config(options) to `path` atomically (pets::write_file_atomically), so a reader
+/// never sees half a file. Throws pets::Error on I/O failure.
 void write_config_file(const TrainOptions& options, const std::string& path);
 
 /// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when

@@ -1,12 +1,16 @@
 #pragma once
 /// \file
 /// The training job of pets_train: what the tutorial's `training_loop` does, on every rank of an
-/// MPI job. LibTorch stays out of this header.
+/// MPI job. It puts together the parts: TrainStep (train_step.hpp), Evaluator (evaluation.hpp),
+/// TrainingState (training_state.hpp, the checkpoint schema), check_resume_compatible
+/// (resume_check.hpp), sync_batchnorm (batchnorm_sync.hpp), the debug switches
+/// (debug_switches.hpp). LibTorch stays out of this header.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "pets/train/metrics.hpp"
 #include "pets/train/options.hpp"
 
 namespace pets::comm {
@@ -14,21 +18,6 @@ class MpiComm;
 }
 
 namespace pets::train {
-
-/// What one epoch measured (the same on every rank after the reductions).
-struct EpochMetrics {
-  int64_t epoch = 0;           ///< 0-based, as the tutorial prints it
-  double accuracy = 0.0;       ///< percent of evaluation images predicted right
-  int64_t correct = 0;
-  int64_t evaluated = 0;
-  double train_loss = 0.0;     ///< mean cross-entropy over the epoch's training images
-  double lr = 0.0;             ///< the lr of the epoch's last step
-  double train_images_per_s = 0.0;
-  double eval_images_per_s = 0.0;
-  double train_seconds = 0.0;
-  double eval_seconds = 0.0;
-  double loader_wait_share = 0.0;  ///< share of rank 0's step time spent waiting for batches
-};
 
 /// pets_train's exit status when SIGUSR1 or SIGTERM stopped it after a checkpoint
 /// (EX_TEMPFAIL): run it again with --resume to continue.

@@ -1,30 +1,9 @@
 #pragma once
 /// \file
-/// The one place programs catch errors. A program's main is
-///
-///     int main(int argc, char** argv) { return pets::run_mpi_program(argc, argv, body); }
-///
-/// and everything below it throws. The rules:
-///  - pets::UsageError (bad input): printed once, as "error: <message>", by the lowest rank that
-///    has it (rank 0 when every rank saw the same bad input); every rank calls MPI_Finalize and
-///    the program returns 2. No MPI_Abort, so Open MPI prints no abnormal-termination report.
-///  - any other exception (a fault): "error: <message>" on stderr from the rank that has it (the
-///    message names the rank), then MPI_Abort(MPI_COMM_WORLD, 1), so no rank is left waiting.
-///  - Usage errors must be collective: either every rank throws them from the same deterministic
-///    input (argv), or the check runs inside agree_on_usage(), which turns "some ranks failed" into
-///    "every rank throws the lowest failing rank's error". A usage error that one rank throws
-///    while others carry on into a collective is a bug; it is caught by a timeout
-///    (RunSettings::usage_agreement_timeout): the rank with the error prints it and aborts the job.
-///  - A normal return: all ranks agree on the largest return value and return it.
+/// What the programs share without MPI: their exit statuses and the message of a bad option.
+/// The MPI program runner (run_mpi_program, agree_on_usage) is in pets/comm/program.hpp.
 
-#include <chrono>
-#include <functional>
-#include <optional>
 #include <string>
-#include <type_traits>
-#include <utility>
-
-#include "pets/util/error.hpp"
 
 namespace boost::program_options {
 class error;
@@ -37,54 +16,10 @@ inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFault = 1;
 inline constexpr int kExitUsage = 2;
 
-/// Tuning of run_mpi_program.
-struct RunSettings {
-  /// How long a rank holding a usage error waits for the other ranks to finish too before it
-  /// decides they are stuck elsewhere and aborts the job.
-  std::chrono::milliseconds usage_agreement_timeout{10'000};
-};
-
-/// Initialises MPI (MPI_Init_thread, at least MPI_THREAD_FUNNELED, MPI_ERRORS_RETURN on the
-/// world so that MPI failures become exceptions), runs `body` on every rank, and ends the job by
-/// the rules in this file's comment. Returns the process exit status (or does not return, when
-/// it aborts). If MPI is already initialised, it is neither initialised nor finalised here.
-int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>& body,
-                    const RunSettings& settings = {});
-
 /// The message of a Boost.Program_options error, for any user input. Use it instead of
 /// e.what(): Boost 1.74's what() never returns when a value holds the placeholder it stands
 /// in for (`--batch-size %value%`, an unknown option `--x%canonical_option%`), because it
 /// substitutes until the placeholder is gone. Found by fuzz/fuzz_config.cpp.
 std::string program_options_message(const boost::program_options::error& e);
-
-/// Collective over MPI_COMM_WORLD: every rank passes the usage error it met (or nullopt). If any
-/// rank met one, every rank throws UsageError carrying the message of the lowest such rank.
-void agree_on_usage_error(const std::optional<std::string>& local_error);
-
-/// Runs `check` on every rank; a UsageError it throws on some ranks is thrown on all of them
-/// (agree_on_usage_error). Other exceptions pass through untouched (they are faults). Returns
-/// what `check` returns. Collective over MPI_COMM_WORLD.
-template <typename Check>
-auto agree_on_usage(Check&& check) -> decltype(check()) {
-  using Result = decltype(check());
-  std::optional<std::string> error;
-  if constexpr (std::is_void_v<Result>) {
-    try {
-      check();
-    } catch (const UsageError& e) {
-      error = e.what();
-    }
-    agree_on_usage_error(error);
-  } else {
-    std::optional<Result> result;
-    try {
-      result.emplace(check());
-    } catch (const UsageError& e) {
-      error = e.what();
-    }
-    agree_on_usage_error(error);
-    return std::move(*result);
-  }
-}
 
 }  // namespace pets

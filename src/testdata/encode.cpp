@@ -1,4 +1,4 @@
-#include "pets/data/encode.hpp"
+#include "pets/testdata/encode.hpp"
 
 #include <gif_lib.h>
 #include <png.h>
@@ -11,7 +11,9 @@
 #include "pets/data/checks.hpp"
 #include "pets/util/error.hpp"
 
-namespace pets::data {
+namespace pets::testdata {
+
+using data::Image;
 
 namespace {
 struct TjHandleDeleter {
@@ -57,8 +59,9 @@ std::vector<std::uint8_t> encode_jpeg(const Image& image, const JpegOptions& o) 
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   const int flags = TJFLAG_ACCURATEDCT | (o.progressive ? TJFLAG_PROGRESSIVE : 0);
-  PETS_TJ_CHECK(tj.get(), tjCompress2(static_cast<tjhandle>(tj.get()), pixels, image.width, 0,
-                                      image.height, pf, &out, &out_size, subsamp, o.quality, flags));
+  PETS_TJ_CHECK(tj.get(),
+                tjCompress2(static_cast<tjhandle>(tj.get()), pixels, image.width, 0, image.height,
+                            pf, &out, &out_size, subsamp, o.quality, flags));
   std::vector<std::uint8_t> bytes(out, out + out_size);
   tjFree(out);
   return bytes;
@@ -127,8 +130,8 @@ std::vector<std::uint8_t> encode_gif(const Image& image) {
   for (int y = 0; ok && y < image.height; ++y) {
     for (int x = 0; x < image.width; ++x) {
       const std::uint8_t* p = &image.pixels[(static_cast<std::size_t>(y) * image.width + x) * 3];
-      line[static_cast<std::size_t>(x)] =
-          static_cast<GifPixelType>(cube_level(p[0]) * 36 + cube_level(p[1]) * 6 + cube_level(p[2]));
+      line[static_cast<std::size_t>(x)] = static_cast<GifPixelType>(
+          cube_level(p[0]) * 36 + cube_level(p[1]) * 6 + cube_level(p[2]));
     }
     ok = EGifPutLine(gif, line.data(), image.width) == GIF_OK;
   }
@@ -139,4 +142,4 @@ std::vector<std::uint8_t> encode_gif(const Image& image) {
   return bytes;
 }
 
-}  // namespace pets::data
+}  // namespace pets::testdata

@@ -8,7 +8,7 @@
 
 #include "pets/data/image.hpp"
 
-namespace pets::data {
+namespace pets::testdata {
 
 /// How a JPEG is written.
 struct JpegOptions {
@@ -20,16 +20,16 @@ struct JpegOptions {
 };
 
 /// Encodes an RGB image as JPEG.
-std::vector<std::uint8_t> encode_jpeg(const Image& image, const JpegOptions& options = {});
+std::vector<std::uint8_t> encode_jpeg(const data::Image& image, const JpegOptions& options = {});
 
 /// Encodes an RGB image as PNG; with `alpha_value` >= 0 an alpha channel of that value (or a
 /// horizontal gradient when alpha_value == 256) is added.
-std::vector<std::uint8_t> encode_png(const Image& image, int alpha_value = -1);
+std::vector<std::uint8_t> encode_png(const data::Image& image, int alpha_value = -1);
 
 /// Encodes an RGB image as a one-frame GIF with a 6x6x6 colour cube palette.
-std::vector<std::uint8_t> encode_gif(const Image& image);
+std::vector<std::uint8_t> encode_gif(const data::Image& image);
 
 /// Quantises a colour to the palette encode_gif uses (for checking a decoded GIF).
 void gif_palette_colour(const std::uint8_t rgb_in[3], std::uint8_t rgb_out[3]);
 
-}  // namespace pets::data
+}  // namespace pets::testdata

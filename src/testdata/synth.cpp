@@ -1,19 +1,24 @@
-#include "pets/data/synth.hpp"
+#include "pets/testdata/synth.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
-#include "pets/data/encode.hpp"
 #include "pets/data/rng.hpp"
+#include "pets/testdata/encode.hpp"
 #include "pets/util/error.hpp"
 
 namespace fs = std::filesystem;
 
-namespace pets::data {
+namespace pets::testdata {
+
+using data::Image;
+using data::mix_seed;
+using data::Rng;
 
 const std::vector<std::string>& pet_breeds() {
+  // clang-format off
   static const std::vector<std::string> kBreeds = {
       "Abyssinian", "Bengal", "Birman", "Bombay", "British_Shorthair", "Egyptian_Mau",
       "Maine_Coon", "Persian", "Ragdoll", "Russian_Blue", "Siamese", "Sphynx",
@@ -23,6 +28,7 @@ const std::vector<std::string>& pet_breeds() {
       "miniature_pinscher", "newfoundland", "pomeranian", "pug", "saint_bernard", "samoyed",
       "scottish_terrier", "shiba_inu", "staffordshire_bull_terrier", "wheaten_terrier",
       "yorkshire_terrier"};
+  // clang-format on
   return kBreeds;
 }
 
@@ -35,12 +41,30 @@ void hsv_to_rgb(double h, double s, double v, double rgb[3]) {
   const double x = c * (1.0 - std::fabs(std::fmod(hp, 2.0) - 1.0));
   double r = 0, g = 0, b = 0;
   switch (static_cast<int>(hp) % 6) {
-    case 0: r = c; g = x; break;
-    case 1: r = x; g = c; break;
-    case 2: g = c; b = x; break;
-    case 3: g = x; b = c; break;
-    case 4: r = x; b = c; break;
-    default: r = c; b = x; break;
+    case 0:
+      r = c;
+      g = x;
+      break;
+    case 1:
+      r = x;
+      g = c;
+      break;
+    case 2:
+      g = c;
+      b = x;
+      break;
+    case 3:
+      g = x;
+      b = c;
+      break;
+    case 4:
+      r = x;
+      b = c;
+      break;
+    default:
+      r = c;
+      b = x;
+      break;
   }
   const double m = v - c;
   rgb[0] = (r + m) * 255.0;
@@ -55,7 +79,8 @@ std::uint8_t to_byte(double v) {
 void write_bytes(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   PETS_CHECK(out, "cannot create " + path.string());
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   PETS_CHECK(out, "cannot write " + path.string());
 }
 
@@ -65,7 +90,8 @@ std::vector<std::uint8_t> with_extraneous_bytes(std::vector<std::uint8_t> jpeg, 
   std::size_t pos = 2;
   while (pos + 4 <= jpeg.size() && jpeg[pos] == 0xFF) {
     if (jpeg[pos + 1] == 0xDA) {
-      jpeg.insert(jpeg.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<std::size_t>(count), 0);
+      jpeg.insert(jpeg.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<std::size_t>(count),
+                  0);
       return jpeg;
     }
     pos += 2 + (static_cast<std::size_t>(jpeg[pos + 2]) << 8 | jpeg[pos + 3]);
@@ -77,27 +103,28 @@ std::vector<std::uint8_t> with_extraneous_bytes(std::vector<std::uint8_t> jpeg, 
 
 std::vector<QuirkFile> quirk_files() {
   return {
-      {"Bengal_1001.jpg", true, ""},                       // grayscale JPEG
-      {"Bombay_1002.jpg", true, ""},                       // CMYK JPEG
-      {"beagle_1003.jpg", true, ""},                       // PNG named .jpg
-      {"boxer_1004.jpg", true, ""},                        // RGBA PNG named .jpg
-      {"keeshond_1005.jpg", true, ""},                     // GIF named .jpg
-      {"chihuahua_1006.jpg", false, "truncated"},          // cut off mid-scan
+      {"Bengal_1001.jpg", true, ""},               // grayscale JPEG
+      {"Bombay_1002.jpg", true, ""},               // CMYK JPEG
+      {"beagle_1003.jpg", true, ""},               // PNG named .jpg
+      {"boxer_1004.jpg", true, ""},                // RGBA PNG named .jpg
+      {"keeshond_1005.jpg", true, ""},             // GIF named .jpg
+      {"chihuahua_1006.jpg", false, "truncated"},  // cut off mid-scan
       {"havanese_1007.jpg", false, "empty file"},
-      {"pug_1008.jpg", false, "corrupt JPEG"},             // garbage after the start marker
-      {"leonberger_1009.jpg", true, "extraneous bytes"},   // decoder warning, kept
+      {"pug_1008.jpg", false, "corrupt JPEG"},            // garbage after the start marker
+      {"leonberger_1009.jpg", true, "extraneous bytes"},  // decoder warning, kept
       {"Abyssinian_1010.mat", false, "not a .jpg name"},
       {"samoyed.jpg", false, "does not match"},
       {"Persian_1011.JPG", false, "not a .jpg name"},
-      {"newfoundland_1012.jpg", true, ""},                 // 4000x3000
-      {"pomeranian_1013.jpg", true, ""},                   // 7x5
-      {"extra", false, "directory"},                       // sub-folder with an image inside
+      {"newfoundland_1012.jpg", true, ""},  // 4000x3000
+      {"pomeranian_1013.jpg", true, ""},    // 7x5
+      {"extra", false, "directory"},        // sub-folder with an image inside
   };
 }
 
 Image render_synthetic_image(int class_id, std::uint64_t seed, std::int64_t index, int height,
                              int width) {
-  Rng rng(mix_seed({seed, static_cast<std::uint64_t>(class_id), static_cast<std::uint64_t>(index)}));
+  Rng rng(
+      mix_seed({seed, static_cast<std::uint64_t>(class_id), static_cast<std::uint64_t>(index)}));
   Image img;
   img.height = height > 0 ? height : static_cast<int>(rng.randint(200, 501));
   img.width = width > 0 ? width : static_cast<int>(rng.randint(200, 501));
@@ -128,12 +155,18 @@ Image render_synthetic_image(int class_id, std::uint64_t seed, std::int64_t inde
       const double dy = (y - cy) / radius, dx = (x - cx) / (radius * aspect);
       bool inside = false;
       switch (shape) {
-        case 0: inside = dx * dx + dy * dy < 1.0; break;                          // disc
-        case 1: inside = std::fabs(dx) < 0.85 && std::fabs(dy) < 0.85; break;      // square
-        case 2: inside = dy > -0.9 && dy < 0.9 && std::fabs(dx) < (dy + 0.9) * 0.6; break;
+        case 0:
+          inside = dx * dx + dy * dy < 1.0;
+          break;  // disc
+        case 1:
+          inside = std::fabs(dx) < 0.85 && std::fabs(dy) < 0.85;
+          break;  // square
+        case 2:
+          inside = dy > -0.9 && dy < 0.9 && std::fabs(dx) < (dy + 0.9) * 0.6;
+          break;
         default: {
           const double r2 = dx * dx + dy * dy;
-          inside = r2 < 1.0 && r2 > 0.3;                                           // ring
+          inside = r2 < 1.0 && r2 > 0.3;  // ring
         }
       }
       double c[3];
@@ -207,7 +240,8 @@ std::int64_t write_synthetic_dataset(const SynthOptions& o) {
     for (int i = 0; i < 4096; ++i) junk.push_back(static_cast<std::uint8_t>(rng.next() & 0x7F));
     write_bytes(dir / "pug_1008.jpg", junk);
   }
-  write_bytes(dir / "leonberger_1009.jpg", with_extraneous_bytes(encode_jpeg(render("leonberger")), 3));
+  write_bytes(dir / "leonberger_1009.jpg",
+              with_extraneous_bytes(encode_jpeg(render("leonberger")), 3));
   {
     // MATLAB 5 header, as the real folder's stray .mat files.
     std::string head = "MATLAB 5.0 MAT-file, Platform: GLNXA64, Created on: synthetic";
@@ -223,4 +257,4 @@ std::int64_t write_synthetic_dataset(const SynthOptions& o) {
   return written + 16;
 }
 
-}  // namespace pets::data
+}  // namespace pets::testdata

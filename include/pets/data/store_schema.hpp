@@ -1,0 +1,99 @@
+#pragma once
+/// \file
+/// The schema of the preprocessed image store, defined once: the names, element types and
+/// ranks of every attribute and dataset, and the version. pets_preprocess writes it
+/// (data/preprocess.cpp), Store reads and validates it (data/h5store.cpp), and the fuzzer's
+/// mutator, the bad-store tool and the tests name its parts through these constants.
+///
+///     /                     attributes: label_names (fixed strings [labels], id order),
+///                           seed (uint64), train_fraction (double), max_side (int32),
+///                           schema_version (int32), tool_version (fixed string)
+///     /train, /eval         pixels  uint8 [total bytes], chunked, all images HWC back to back
+///                           offsets uint64 [n]     first byte of image i in pixels
+///                           shapes  int32 [n, 3]   (height, width, 3)
+///                           labels  int32 [n]      index into label_names
+///                           names   string [n]     source file name
+///     /skipped              compound {name, reason} [m]: files not stored, and why
+///     /warnings             compound {name, reason} [k]: stored files with decoder warnings
+///
+/// Numbers are stored little-endian; strings are fixed-length and NUL-padded.
+
+#include <hdf5.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace pets::data::store {
+
+/// The schema version this code writes and reads.
+inline constexpr std::int32_t kVersion = 1;
+
+/// The element type of an attribute or dataset.
+struct ElementType {
+  H5T_class_t type_class;  ///< H5T_INTEGER, H5T_FLOAT or H5T_STRING (fixed length)
+  std::size_t size;        ///< bytes per element; 0 for strings (any length)
+  H5T_sign_t sign;         ///< integers: H5T_SGN_NONE or H5T_SGN_2; others H5T_SGN_ERROR
+};
+
+inline constexpr ElementType kUint8{H5T_INTEGER, 1, H5T_SGN_NONE};
+inline constexpr ElementType kUint64{H5T_INTEGER, 8, H5T_SGN_NONE};
+inline constexpr ElementType kInt32{H5T_INTEGER, 4, H5T_SGN_2};
+inline constexpr ElementType kFloat64{H5T_FLOAT, 8, H5T_SGN_ERROR};
+inline constexpr ElementType kString{H5T_STRING, 0, H5T_SGN_ERROR};
+
+/// One attribute or dataset: its name, element type and rank (0: a scalar attribute).
+struct Field {
+  const char* name;
+  ElementType type;
+  int rank;
+  hsize_t columns = 0;  ///< the second extent of a rank-2 dataset
+};
+
+/// Root attributes.
+inline constexpr Field kLabelNames{"label_names", kString, 1};
+inline constexpr Field kSeed{"seed", kUint64, 0};
+inline constexpr Field kTrainFraction{"train_fraction", kFloat64, 0};
+inline constexpr Field kMaxSide{"max_side", kInt32, 0};
+inline constexpr Field kSchemaVersion{"schema_version", kInt32, 0};
+inline constexpr Field kToolVersion{"tool_version", kString, 0};
+
+/// The two split groups.
+inline constexpr const char* kTrainGroup = "train";
+inline constexpr const char* kEvalGroup = "eval";
+
+/// The datasets of each split group; all but pixels have one row per image.
+inline constexpr Field kPixels{"pixels", kUint8, 1};
+inline constexpr Field kOffsets{"offsets", kUint64, 1};
+inline constexpr Field kShapes{"shapes", kInt32, 2, 3};
+inline constexpr Field kLabels{"labels", kInt32, 1};
+inline constexpr Field kNames{"names", kString, 1};
+
+/// The (name, reason) tables at the root, and their two members.
+inline constexpr const char* kSkippedTable = "skipped";
+inline constexpr const char* kWarningsTable = "warnings";
+inline constexpr const char* kRowName = "name";
+inline constexpr const char* kRowReason = "reason";
+
+/// "train/labels": the path of a split's dataset relative to the root.
+inline std::string dataset_path(const char* group, const Field& field) {
+  return std::string(group) + "/" + field.name;
+}
+
+/// The little-endian file type of a numeric element type (the writer's choice).
+inline hid_t file_type(const ElementType& t) {
+  if (t.type_class == H5T_FLOAT) return H5T_IEEE_F64LE;
+  if (t.size == 1) return t.sign == H5T_SGN_NONE ? H5T_STD_U8LE : H5T_STD_I8LE;
+  if (t.size == 4) return t.sign == H5T_SGN_NONE ? H5T_STD_U32LE : H5T_STD_I32LE;
+  return t.sign == H5T_SGN_NONE ? H5T_STD_U64LE : H5T_STD_I64LE;
+}
+
+/// The native memory type of a numeric element type (what readers and writers convert to).
+inline hid_t memory_type(const ElementType& t) {
+  if (t.type_class == H5T_FLOAT) return H5T_NATIVE_DOUBLE;
+  if (t.size == 1) return t.sign == H5T_SGN_NONE ? H5T_NATIVE_UINT8 : H5T_NATIVE_INT8;
+  if (t.size == 4) return t.sign == H5T_SGN_NONE ? H5T_NATIVE_UINT32 : H5T_NATIVE_INT32;
+  return t.sign == H5T_SGN_NONE ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64;
+}
+
+}  // namespace pets::data::store

@@ -1,0 +1,64 @@
+#pragma once
+/// \file
+/// What an epoch measured, and the forms it is shown in: the tutorial's `epoch N: XX.XX` line
+/// (stdout), rank 0's summary (stderr), the progress line, and metrics.jsonl.
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace pets::train {
+
+/// What one epoch measured (the same on every rank after the reductions).
+struct EpochMetrics {
+  int64_t epoch = 0;      ///< 0-based, as the tutorial prints it
+  double accuracy = 0.0;  ///< percent of evaluation images predicted right
+  int64_t correct = 0;
+  int64_t evaluated = 0;
+  double train_loss = 0.0;  ///< mean cross-entropy over the epoch's training images
+  double lr = 0.0;          ///< the lr of the epoch's last step
+  double train_images_per_s = 0.0;
+  double eval_images_per_s = 0.0;
+  double train_seconds = 0.0;
+  double eval_seconds = 0.0;
+  double loader_wait_share = 0.0;  ///< share of rank 0's step time spent waiting for batches
+};
+
+/// Where the run stands inside an epoch: the sums its metrics come from, and what a mid-epoch
+/// checkpoint carries.
+struct EpochPosition {
+  int64_t step = 0;           ///< steps of the epoch done
+  double loss_sum = 0.0;      ///< summed over the global batches of those steps
+  int64_t images = 0;         ///< global images of those steps
+  double seconds = 0.0;       ///< rank 0's training time
+  double wait_seconds = 0.0;  ///< of which waiting for the loader
+};
+
+/// The training half of an epoch's metrics (the evaluation's fields stay 0); `lr` is the lr of
+/// its last step.
+EpochMetrics training_metrics(int64_t epoch, const EpochPosition& position, double lr);
+
+/// Fills the evaluation fields: `correct` of `evaluated` images right in `seconds`.
+void set_evaluation(EpochMetrics& metrics, int64_t correct, int64_t evaluated, double seconds);
+
+/// The tutorial's line: `epoch 0: 8.78`.
+std::string result_line(const EpochMetrics& metrics);
+
+/// Rank 0's per-epoch summary: `[epoch 0] loss 2.7900, train 32.1 img/s (...)`. It does not
+/// start like result_line, so `grep '^epoch'` in a log holding both streams finds only results.
+std::string summary_line(const EpochMetrics& metrics);
+
+/// The progress line during an epoch: `[epoch 0] step 3/10  31.2 img/s  loss 2.9000  ETA 12s`.
+std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double images_per_s,
+                          double loss, double eta_seconds);
+
+/// metrics.jsonl: one JSON object per epoch, one per line.
+std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs);
+
+void to_json(nlohmann::json& j, const EpochMetrics& m);
+void from_json(const nlohmann::json& j, EpochMetrics& m);
+void to_json(nlohmann::json& j, const EpochPosition& p);
+void from_json(const nlohmann::json& j, EpochPosition& p);
+
+}  // namespace pets::train

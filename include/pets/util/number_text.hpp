@@ -1,0 +1,36 @@
+#pragma once
+/// \file
+/// Numbers as a user types them, for option defaults in --help and for config files.
+
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <system_error>
+
+namespace pets {
+
+/// `value` as a user would type it: the shortest text that reads back as exactly `value`
+/// (std::to_chars' round-trip guarantee), in plain decimal from 0.1 up to 1e16 ("0.8", "512",
+/// "0.25") and in scientific notation outside it, exponent without sign or padding ("3e-2",
+/// "1e-4", "2.5e20"). Not "0.80000000000000004", which is what printing 17 digits gives.
+inline std::string format_number(double value) {
+  const double magnitude = std::fabs(value);
+  const bool scientific =
+      std::isfinite(value) && value != 0.0 && (magnitude < 0.1 || magnitude >= 1e16);
+  char text[64];
+  const std::to_chars_result r =
+      std::to_chars(text, text + sizeof text, value,
+                    scientific ? std::chars_format::scientific : std::chars_format::fixed);
+  if (r.ec != std::errc()) return std::to_string(value);  // cannot happen: 64 chars suffice
+  std::string s(text, r.ptr);
+  const std::size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  // to_chars writes printf's exponent ("3e-02", "2.5e+20"); a user writes "3e-2", "2.5e20".
+  std::string exponent = s.substr(e + 1);
+  const bool negative = exponent[0] == '-';
+  if (exponent[0] == '-' || exponent[0] == '+') exponent.erase(0, 1);
+  exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+  return s.substr(0, e + 1) + (negative ? "-" : "") + exponent;
+}
+
+}  // namespace pets

@@ -1,0 +1,183 @@
+#include "pets/train/device_input.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#if defined(PETS_TORCH_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "pets/data/augment.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+
+std::int64_t crop_bytes(const data::CropBox& box) {
+  return static_cast<std::int64_t>(box.height) * box.width * 3;
+}
+
+void copy_crop(const data::Image& image, const data::CropBox& box, std::uint8_t* dst) {
+  PETS_CHECK(box.height > 0 && box.width > 0 && box.top >= 0 && box.left >= 0 &&
+                 box.top + box.height <= image.height && box.left + box.width <= image.width,
+             "copy_crop: crop box outside the " + std::to_string(image.height) + "x" +
+                 std::to_string(image.width) + " image");
+  PETS_CHECK(image.pixels.size() == static_cast<std::size_t>(image.height) * image.width * 3,
+             "copy_crop: image pixel count does not match its size");
+  const std::size_t row = static_cast<std::size_t>(box.width) * 3;
+  const std::uint8_t* src =
+      image.pixels.data() + (static_cast<std::size_t>(box.top) * image.width + box.left) * 3;
+  const std::size_t src_stride = static_cast<std::size_t>(image.width) * 3;
+  for (int y = 0; y < box.height; ++y, src += src_stride, dst += row) std::memcpy(dst, src, row);
+}
+
+HostCrops stage_crops(const std::vector<CropSource>& crops, bool pinned) {
+  HostCrops out;
+  out.slots.reserve(crops.size());
+  std::int64_t total = 0;
+  for (const CropSource& c : crops) {
+    PETS_CHECK(c.image != nullptr, "stage_crops: no image");
+    out.slots.push_back(CropSlot{total, c.box.height, c.box.width});
+    total += crop_bytes(c.box);
+  }
+  out.bytes = at::empty({total}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+  std::uint8_t* base = out.bytes.data_ptr<std::uint8_t>();
+  for (std::size_t i = 0; i < crops.size(); ++i)
+    copy_crop(*crops[i].image, crops[i].box, base + out.slots[i].offset);
+  return out;
+}
+
+namespace {
+
+/// The device-side work of one batch, on the current stream of `bytes`' device.
+at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
+                            const at::Tensor& scale, const at::Tensor& shift,
+                            c10::ScalarType dtype) {
+  namespace F = torch::nn::functional;
+  const auto n = static_cast<std::int64_t>(slots.size());
+  const auto resize = F::InterpolateFuncOptions()
+                          .size(std::vector<std::int64_t>{size, size})
+                          .mode(torch::kBilinear)
+                          .align_corners(false)
+                          .antialias(true);
+  at::Tensor out = at::empty({n, 3, size, size}, bytes.options().dtype(at::kFloat),
+                             at::MemoryFormat::ChannelsLast);
+  // One conversion for the whole batch; the filter then runs on floats (its CUDA kernel takes no
+  // uint8). Each crop is a view, its HWC bytes seen as a channels-last [1, 3, h, w]. The CUDA
+  // kernel reads any strides; LibTorch 1.13's CPU kernel took about twice as long on such a view
+  // as on a contiguous copy (device_input_bench, loaded machine), so on the CPU we make one.
+  const at::Tensor values = bytes.to(at::kFloat);
+  const bool copy_crops = values.is_cpu();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const CropSlot& s = slots[static_cast<std::size_t>(i)];
+    at::Tensor crop = values.narrow(0, s.offset, static_cast<std::int64_t>(s.height) * s.width * 3)
+                          .view({1, s.height, s.width, 3})
+                          .permute({0, 3, 1, 2});
+    if (copy_crops) crop = crop.contiguous();
+    out.narrow(0, i, 1).copy_(F::interpolate(crop, resize));
+  }
+  // (v / 255 - mean) / std as the CPU path computes it: v * (1 / (255 std)) - mean / std.
+  out.mul_(scale).sub_(shift);
+  if (dtype != at::kFloat) out = out.to(dtype);  // keeps channels-last
+  return out;
+}
+
+}  // namespace
+
+struct DeviceInput::Impl {
+  at::Tensor scale;  ///< [1, 3, 1, 1] on the device
+  at::Tensor shift;
+#if defined(PETS_TORCH_CUDA)
+  std::optional<c10::cuda::CUDAStream> stream;
+#endif
+};
+
+DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dtype)
+    : device_(device), size_(size), dtype_(dtype), pinned_(false), impl_(std::make_unique<Impl>()) {
+  PETS_CHECK(size > 0, "device input: image size must be positive");
+  PETS_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf,
+             std::string("device input: unsupported dtype ") + c10::toString(dtype));
+  if (device_.is_cuda()) {
+#if defined(PETS_TORCH_CUDA)
+    PETS_CHECK(torch::cuda::is_available(), "device input: CUDA device requested, none available");
+    if (!device_.has_index()) device_ = c10::Device(c10::kCUDA, c10::cuda::current_device());
+    pinned_ = true;
+    // High priority: the input kernels are short and should slot in between the step's.
+    impl_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index());
+#else
+    PETS_ERROR("device input: this LibTorch was built without CUDA");
+#endif
+  } else {
+    PETS_CHECK(device_.is_cpu(), "device input: unsupported device " + device_.str());
+  }
+  float scale[3], shift[3];
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = 1.0f / (255.0f * data::kStd[c]);
+    shift[c] = data::kMean[c] / data::kStd[c];
+  }
+  // clone: on the CPU, to() would return the view of these locals itself.
+  impl_->scale = torch::from_blob(scale, {1, 3, 1, 1}, torch::kFloat32).clone().to(device_);
+  impl_->shift = torch::from_blob(shift, {1, 3, 1, 1}, torch::kFloat32).clone().to(device_);
+}
+
+DeviceInput::~DeviceInput() = default;
+DeviceInput::DeviceInput(DeviceInput&&) noexcept = default;
+DeviceInput& DeviceInput::operator=(DeviceInput&&) noexcept = default;
+
+HostCrops DeviceInput::stage(const std::vector<CropSource>& crops) const {
+  return stage_crops(crops, pinned_);
+}
+
+PendingImages DeviceInput::submit(const HostCrops& crops) {
+  torch::NoGradGuard no_grad;
+  PETS_CHECK(crops.bytes.defined() && crops.bytes.device().is_cpu() &&
+                 crops.bytes.scalar_type() == at::kByte && crops.bytes.dim() == 1,
+             "device input: staged crops must be a flat uint8 host buffer");
+  std::int64_t end = 0;
+  for (const CropSlot& s : crops.slots) {
+    PETS_CHECK(s.height > 0 && s.width > 0 && s.offset >= 0, "device input: empty crop slot");
+    end = std::max(end, s.offset + static_cast<std::int64_t>(s.height) * s.width * 3);
+  }
+  PETS_CHECK(end <= crops.bytes.numel(), "device input: crop slots run past the staged bytes");
+  PendingImages pending;
+  if (device_.is_cpu()) {
+    pending.images_ =
+        resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
+    return pending;
+  }
+#if defined(PETS_TORCH_CUDA)
+  const c10::cuda::CUDAStreamGuard guard(*impl_->stream);
+  // From pinned memory this copy is asynchronous; LibTorch's pinned allocator records it on the
+  // stream, so the host buffer is not handed out again before the copy has read it.
+  const at::Tensor on_device = crops.bytes.to(device_, at::kByte, /*non_blocking=*/true);
+  pending.images_ =
+      resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
+  auto ready = std::make_shared<at::cuda::CUDAEvent>();
+  ready->record(*impl_->stream);
+  pending.ready_ = std::move(ready);
+#endif
+  return pending;
+}
+
+at::Tensor PendingImages::get() {
+#if defined(PETS_TORCH_CUDA)
+  if (ready_ && images_.is_cuda()) {
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(images_.device().index());
+    static_cast<at::cuda::CUDAEvent*>(ready_.get())->block(current);
+    // The images were allocated on the input stream; without this the allocator could hand
+    // their memory to the next batch while the step still reads them.
+    images_.record_stream(current);
+    ready_.reset();
+  }
+#endif
+  return images_;
+}
+
+}  // namespace pets::train

@@ -1,0 +1,39 @@
+#include "pets/train/evaluation.hpp"
+
+#include <torch/torch.h>
+
+#include "pets/comm/communicator.hpp"
+#include "pets/train/batch_tensors.hpp"
+
+namespace pets::train {
+
+Evaluator::Evaluator(comm::Communicator& comm, bool cache_features)
+    : comm_(comm), cache_features_(cache_features) {}
+
+EvalCounts Evaluator::run(const BatchSource& source, const Features& features, const Head& head) {
+  int64_t counts[2] = {0, 0};  // correct, evaluated
+  torch::NoGradGuard no_grad;
+  const auto count = [&](const torch::Tensor& f, const torch::Tensor& labels) {
+    counts[0] += head(f).argmax(1).eq(labels).sum().item<int64_t>();
+    counts[1] += labels.size(0);
+  };
+  if (cache_) {
+    for (const CachedBatch& b : *cache_) count(b.features, b.labels);
+  } else {
+    std::vector<CachedBatch> fresh;
+    source.start();
+    while (std::optional<data::Batch> batch = source.next()) {
+      if (batch->n == 0) continue;
+      torch::Tensor f = features(*batch);
+      // clone: on the CPU the labels would otherwise alias the batch's memory.
+      CachedBatch b{f, batch_labels(*batch, f.device()).clone()};
+      count(b.features, b.labels);
+      if (cache_features_) fresh.push_back(std::move(b));
+    }
+    if (cache_features_) cache_ = std::move(fresh);
+  }
+  comm_.allreduce_counters(counts, 2);
+  return {counts[0], counts[1]};
+}
+
+}  // namespace pets::train

@@ -1,0 +1,66 @@
+#include "pets/train/resume_check.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+
+RunConfig RunConfig::of(const TrainOptions& o, std::vector<std::string> labels) {
+  RunConfig c;
+  c.epochs = o.epochs;
+  c.batch_size = o.batch_size;
+  c.max_lr = o.max_lr;
+  c.seed = o.seed;
+  c.bn_mode = to_string(o.bn_mode);
+  c.mixed_precision = to_string(o.mixed_precision);
+  c.labels = std::move(labels);
+  return c;
+}
+
+void to_json(nlohmann::json& j, const RunConfig& c) {
+  j = {{"epochs", c.epochs}, {"batch_size", c.batch_size}, {"max_lr", c.max_lr},
+       {"seed", c.seed},     {"bn_mode", c.bn_mode},       {"mixed_precision", c.mixed_precision},
+       {"labels", c.labels}};
+}
+
+void from_json(const nlohmann::json& j, RunConfig& c) {
+  j.at("epochs").get_to(c.epochs);
+  j.at("batch_size").get_to(c.batch_size);
+  j.at("max_lr").get_to(c.max_lr);
+  j.at("seed").get_to(c.seed);
+  j.at("bn_mode").get_to(c.bn_mode);
+  j.at("mixed_precision").get_to(c.mixed_precision);
+  j.at("labels").get_to(c.labels);
+}
+
+void check_resume_compatible(const std::string& path, const RunShape& saved, bool mid_epoch,
+                             const RunShape& current, const std::string& data_path) {
+  if (saved.config.labels != current.config.labels)
+    throw UsageError(path + ": its " + std::to_string(saved.config.labels.size()) +
+                     " class labels differ from the " +
+                     std::to_string(current.config.labels.size()) + " labels of " + data_path);
+  // In the order of the checkpoint's JSON keys, each shown as it is written there.
+  const auto differs = [&](const char* key, const nlohmann::json& was, const nlohmann::json& is) {
+    if (was != is)
+      throw UsageError(path + ": was written with " + key + " = " + was.dump() + ", this run has " +
+                       is.dump());
+  };
+  const RunConfig& s = saved.config;
+  const RunConfig& c = current.config;
+  differs("batch_size", s.batch_size, c.batch_size);
+  differs("bn_mode", s.bn_mode, c.bn_mode);
+  differs("epochs", s.epochs, c.epochs);
+  differs("max_lr", s.max_lr, c.max_lr);
+  differs("mixed_precision", s.mixed_precision, c.mixed_precision);
+  differs("seed", s.seed, c.seed);
+  if (saved.world_size != current.world_size && mid_epoch)
+    throw UsageError(path + ": a mid-epoch checkpoint of " + std::to_string(saved.world_size) +
+                     " ranks; resume it with as many (an end-of-epoch one resumes with any)");
+  if (saved.world_size == current.world_size && saved.steps_per_epoch != current.steps_per_epoch)
+    throw UsageError(path + ": written with " + std::to_string(saved.steps_per_epoch) +
+                     " steps per epoch, this run has " + std::to_string(current.steps_per_epoch) +
+                     " (another data set)");
+}
+
+}  // namespace pets::train

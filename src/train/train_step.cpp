@@ -1,0 +1,131 @@
+#include "pets/train/train_step.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "pets/comm/communicator.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/model/folded.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/train/adam.hpp"
+#include "pets/train/batch_tensors.hpp"
+#include "pets/train/verify_ranks.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+namespace {
+
+/// Autocast for the frozen backbone (bf16 on the CPU; bf16 or fp16 on CUDA); the head and the
+/// loss stay in fp32.
+class AutocastScope {
+ public:
+  AutocastScope(MixedPrecision mode, const torch::Device& device)
+      : on_(mode != MixedPrecision::kNo), cuda_(device.is_cuda()) {
+    if (!on_) return;
+    const auto dtype = mode == MixedPrecision::kFp16 ? at::kHalf : at::kBFloat16;
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    }
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (cuda_)
+      at::autocast::set_enabled(false);
+    else
+      at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_;
+  bool cuda_;
+};
+
+}  // namespace
+
+at::Tensor backbone_features(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
+                             const at::Tensor& images, MixedPrecision precision) {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(precision, images.device());
+  return (folded ? folded->forward_features(images) : model.forward_features(images))
+      .to(torch::kFloat32);
+}
+
+TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
+                     const OneCycleOptions& schedule, StepSettings settings)
+    : model_(model),
+      comm_(comm),
+      settings_(settings),
+      adam_(std::make_unique<Adam>(std::vector<torch::Tensor>{model.fc->weight, model.fc->bias})),
+      schedule_(schedule) {
+  if (settings_.loss_scaling) scaler_.emplace(*settings_.loss_scaling);
+}
+
+TrainStep::~TrainStep() = default;
+
+StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_requested,
+                          const model::FoldedBackbone* folded) {
+  torch::nn::Linear& fc = model_.fc;
+  const torch::Device device = fc->weight.device();
+  const int64_t weight_numel = fc->weight.numel();
+  const int64_t head_numel = weight_numel + fc->bias.numel();
+  // [fc.weight grad, fc.bias grad, loss sum, images, stop requests]: one allreduce per step.
+  torch::Tensor reduced =
+      torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device));
+  if (batch.n > 0) {
+    const torch::Tensor features =
+        backbone_features(model_, folded, batch_images(batch, device), settings_.precision);
+    const auto loss = torch::nn::functional::cross_entropy(
+        model_.forward_head(features), batch_labels(batch, device),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
+    reduced.narrow(0, 0, weight_numel).copy_(fc->weight.grad().flatten());
+    reduced.narrow(0, weight_numel, head_numel - weight_numel).copy_(fc->bias.grad());
+    reduced[head_numel] = loss.item<double>();
+    reduced[head_numel + 1] = static_cast<double>(batch.n);
+  }
+  reduced[head_numel + 2] = stop_requested() ? 1.0 : 0.0;
+  const bool skew = inject_fault(settings_.fault, comm_.rank(), schedule_.step_count());
+  comm_.allreduce_sum(reduced);
+  if (skew) reduced[0] += 1.0;
+  // The gradient of the mean loss over the global batch: what one process holding all of it
+  // computes, also when the last batch is split unevenly (or empty on some ranks).
+  const double global_n = reduced[head_numel + 1].item<double>();
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor grads = (reduced.narrow(0, 0, head_numel) / global_n).to(torch::kFloat32);
+    fc->weight.mutable_grad() =
+        grads.narrow(0, 0, weight_numel).view_as(fc->weight).to(device, false, true);
+    fc->bias.mutable_grad() =
+        grads.narrow(0, weight_numel, head_numel - weight_numel).to(device, false, true);
+  }
+  if (settings_.verify) {
+    check_same_on_all_ranks(
+        *settings_.verify, comm::tensors_digest({fc->weight.grad(), fc->bias.grad()}),
+        "the averaged gradients at step " + std::to_string(schedule_.step_count()));
+    ++verified_;
+  }
+  StepResult result;
+  result.loss_sum = reduced[head_numel].item<double>();
+  result.images = static_cast<int64_t>(global_n);
+  result.lr = schedule_.lr();
+  // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
+  // Accelerate, a skipped optimiser step also leaves the schedule where it is.
+  result.skipped = scaler_ && !scaler_->unscale({fc->weight.grad(), fc->bias.grad()});
+  if (!result.skipped) {
+    adam_->step(schedule_.lr(), schedule_.beta1());
+    schedule_.step();
+  }
+  if (scaler_) scaler_->update(result.skipped);
+  adam_->zero_grad();
+  result.stop = reduced[head_numel + 2].item<double>() > 0.0;
+  return result;
+}
+
+}  // namespace pets::train

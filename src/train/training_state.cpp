@@ -1,0 +1,106 @@
+#include "pets/train/training_state.hpp"
+
+#include <torch/torch.h>
+
+#include <map>
+
+#include "pets/train/checkpoint.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+namespace {
+
+// The schema's names.
+const char* const kModelPrefix = "model.";
+const char* const kRankBuffers = "rank_buffers";
+const char* const kExpAvg = "adam.exp_avg.";
+const char* const kExpAvgSq = "adam.exp_avg_sq.";
+
+}  // namespace
+
+nlohmann::json TrainingState::to_json() const {
+  nlohmann::json state = {{"config", config},
+                          {"adam_steps", adam_steps},
+                          {"schedule_steps", schedule_steps},
+                          {"steps_per_epoch", steps_per_epoch},
+                          {"epoch", epoch},
+                          {"position", position},
+                          {"last_lr", last_lr},
+                          {"world_size", world_size},
+                          {"history", history}};
+  if (grad_scaler)
+    state["grad_scaler"] = {{"scale", grad_scaler->scale},
+                            {"growth_tracker", grad_scaler->growth_tracker}};
+  return state;
+}
+
+TrainingState::Tensors TrainingState::tensors() const {
+  PETS_CHECK(adam_exp_avg.size() == adam_exp_avg_sq.size(),
+             "training state: Adam's moments differ in count");
+  Tensors out;
+  for (const auto& [name, t] : model) out.emplace_back(kModelPrefix + name, t.cpu());
+  if (rank_buffers.defined()) out.emplace_back(kRankBuffers, rank_buffers.cpu());
+  for (std::size_t i = 0; i < adam_exp_avg.size(); ++i) {
+    out.emplace_back(kExpAvg + std::to_string(i), adam_exp_avg[i].cpu());
+    out.emplace_back(kExpAvgSq + std::to_string(i), adam_exp_avg_sq[i].cpu());
+  }
+  return out;
+}
+
+std::string TrainingState::save(const std::string& dir) const {
+  return save_checkpoint(dir, schedule_steps, to_json(), tensors());
+}
+
+TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
+  TrainingState s;
+  try {
+    const nlohmann::json& j = ckpt.state;
+    j.at("config").get_to(s.config);
+    j.at("world_size").get_to(s.world_size);
+    j.at("steps_per_epoch").get_to(s.steps_per_epoch);
+    j.at("epoch").get_to(s.epoch);
+    j.at("position").get_to(s.position);
+    j.at("adam_steps").get_to(s.adam_steps);
+    j.at("schedule_steps").get_to(s.schedule_steps);
+    j.at("last_lr").get_to(s.last_lr);
+    j.at("history").get_to(s.history);
+    if (const auto it = j.find("grad_scaler"); it != j.end())
+      s.grad_scaler =
+          GradScalerState{it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(ckpt.path + ": bad checkpoint state: " + e.what());
+  }
+  std::map<std::string, at::Tensor> exp_avg, exp_avg_sq;
+  const auto starts = [](const std::string& name, const std::string& prefix) {
+    return name.compare(0, prefix.size(), prefix) == 0;
+  };
+  for (const auto& [name, t] : ckpt.tensors) {
+    if (starts(name, kModelPrefix))
+      s.model.emplace_back(name.substr(std::char_traits<char>::length(kModelPrefix)), t);
+    else if (name == kRankBuffers)
+      s.rank_buffers = t;
+    else if (starts(name, kExpAvgSq))
+      exp_avg_sq[name.substr(std::char_traits<char>::length(kExpAvgSq))] = t;
+    else if (starts(name, kExpAvg))
+      exp_avg[name.substr(std::char_traits<char>::length(kExpAvg))] = t;
+    else
+      throw UsageError(ckpt.path + ": unexpected tensor '" + name + "'");
+  }
+  // Moments 0, 1, ... of both kinds, none missing.
+  for (std::size_t i = 0; i < exp_avg.size() || i < exp_avg_sq.size(); ++i) {
+    const std::string key = std::to_string(i);
+    const auto m = exp_avg.find(key), v = exp_avg_sq.find(key);
+    if (m == exp_avg.end() || v == exp_avg_sq.end())
+      throw UsageError(ckpt.path + ": no tensor '" + (m == exp_avg.end() ? kExpAvg : kExpAvgSq) +
+                       key + "'");
+    s.adam_exp_avg.push_back(m->second);
+    s.adam_exp_avg_sq.push_back(v->second);
+  }
+  if (s.rank_buffers.defined() &&
+      (s.rank_buffers.dim() != 2 || s.rank_buffers.scalar_type() != at::kDouble))
+    throw UsageError(ckpt.path + ": '" + std::string(kRankBuffers) +
+                     "' is not a [ranks, n] float64 tensor");
+  return s;
+}
+
+}  // namespace pets::train

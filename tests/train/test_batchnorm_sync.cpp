@@ -1,0 +1,90 @@
+// BatchNorm statistics across ranks (mpiexec -n 2): averaged before evaluation, every rank's kept
+// for a mid-epoch checkpoint and restored to each rank; and PETS_VERIFY_RANKS's digest check.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "pets/comm/communicator.hpp"
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/train/batchnorm_sync.hpp"
+#include "pets/train/verify_ranks.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+/// Two BatchNorms (4 and 2 channels) whose statistics say which rank filled them.
+torch::nn::Sequential model_of_rank(int rank) {
+  torch::nn::Sequential m(torch::nn::BatchNorm2d(4), torch::nn::BatchNorm2d(2));
+  torch::NoGradGuard no_grad;
+  for (auto& b : m->named_buffers(true)) {
+    torch::Tensor t = b.value();
+    if (t.is_floating_point())
+      t.copy_(torch::arange(t.numel(), torch::kFloat32).view_as(t) + 100.0 * rank);
+    else
+      t.fill_(10 * rank + 3);
+  }
+  return m;
+}
+
+/// The model's buffers, flattened in order, as float64.
+torch::Tensor buffers(const torch::nn::Module& m) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& b : m.named_buffers(true))
+    flat.push_back(b.value().flatten().to(torch::kFloat64));
+  return torch::cat(flat);
+}
+
+class BatchNormSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(mpi_.size(), 2) << "run under mpiexec -n 2"; }
+  pets::comm::MpiComm mpi_;
+  pets::comm::MpiCommunicator comm_{mpi_};
+};
+
+TEST_F(BatchNormSyncTest, AveragesStatisticsAndTakesRankZerosCounters) {
+  torch::nn::Sequential m = model_of_rank(mpi_.rank());
+  pets::train::sync_batchnorm(*m, comm_);
+  for (const auto& b : m->named_buffers(true)) {
+    const torch::Tensor t = b.value();
+    if (t.is_floating_point())  // (x + 0) and (x + 100) average to x + 50
+      EXPECT_TRUE(torch::equal(t, torch::arange(t.numel(), torch::kFloat32).view_as(t) + 50.0))
+          << b.key();
+    else
+      EXPECT_EQ(t.item<int64_t>(), 3) << b.key();
+  }
+}
+
+TEST_F(BatchNormSyncTest, EveryRanksBuffersGatheredAndRestored) {
+  torch::nn::Sequential m = model_of_rank(mpi_.rank());
+  const torch::Tensor all = pets::train::gather_rank_buffers(*m, mpi_);
+  ASSERT_EQ(all.sizes(), (std::vector<int64_t>{2, buffers(*m).numel()}));
+  if (mpi_.rank() == 0) {
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(torch::equal(all[r], buffers(*model_of_rank(r)))) << "row " << r;
+      // Each row restores that rank's model into a model of another rank.
+      torch::nn::Sequential other = model_of_rank(1 - r);
+      pets::train::scatter_rank_buffers(*other, all, r);
+      EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(r))));
+    }
+  }
+  torch::nn::Sequential wider(torch::nn::BatchNorm2d(5), torch::nn::BatchNorm2d(2));
+  EXPECT_THROW(pets::train::scatter_rank_buffers(*wider, torch::zeros({2, 22}, torch::kFloat64), 0),
+               pets::Error);
+  EXPECT_THROW(pets::train::scatter_rank_buffers(*m, all, 2), pets::Error);
+}
+
+TEST_F(BatchNormSyncTest, DigestCheckNamesTheRankThatDiffers) {
+  EXPECT_NO_THROW(pets::train::check_same_on_all_ranks(comm_, 0xfeedULL, "the model"));
+  // The top bit set: an allgather by sum must not mangle it.
+  EXPECT_NO_THROW(pets::train::check_same_on_all_ranks(comm_, ~0ULL - 5, "the model"));
+  const std::uint64_t digest = mpi_.rank() == 1 ? 2 : 1;
+  try {
+    pets::train::check_same_on_all_ranks(comm_, digest, "the model");
+    FAIL() << "no throw on rank " << mpi_.rank();
+  } catch (const pets::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model on rank 1 differ from rank 0's"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,85 @@
+// The test-only switches: read in one place from the environment, the fault specification's
+// syntax, what inject_fault does at and away from its (rank, step); and the stop signal flag.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+
+#include "pets/train/debug_switches.hpp"
+#include "pets/train/stop_signal.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+using pets::train::DebugSwitches;
+
+DebugSwitches from(const std::map<std::string, std::string>& env) {
+  return DebugSwitches::from([&env](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(DebugSwitches, OffUnlessSet) {
+  const DebugSwitches none = from({});
+  EXPECT_FALSE(none.inject_fault);
+  EXPECT_FALSE(none.unfolded);
+  EXPECT_FALSE(none.verify_ranks);
+  EXPECT_FALSE(none.default_malloc);
+  // Set to anything, even empty: on.
+  const DebugSwitches all = from({{"PETS_UNFOLDED", ""},
+                                  {"PETS_VERIFY_RANKS", "1"},
+                                  {"PETS_DEFAULT_MALLOC", "0"},
+                                  {"PETS_INJECT_FAULT", "throw:1:2"}});
+  EXPECT_TRUE(all.unfolded);
+  EXPECT_TRUE(all.verify_ranks);
+  EXPECT_TRUE(all.default_malloc);
+  ASSERT_TRUE(all.inject_fault);
+  EXPECT_EQ(all.inject_fault->kind, "throw");
+  EXPECT_EQ(all.inject_fault->rank, 1);
+  EXPECT_EQ(all.inject_fault->step, 2);
+}
+
+TEST(DebugSwitches, FaultSpecSyntax) {
+  const auto spec = pets::train::parse_fault_spec("sigkill:0:123456789012");
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->kind, "sigkill");
+  EXPECT_EQ(spec->rank, 0);
+  EXPECT_EQ(spec->step, 123456789012);
+  EXPECT_TRUE(pets::train::parse_fault_spec("exit0:3:0"));
+  // Malformed: ignored, as the run would be without the variable.
+  for (const char* bad : {"", "throw", "throw:1", "throw:x:2", "THROW:1:2", ":1:2", "throw;1;2"})
+    EXPECT_FALSE(pets::train::parse_fault_spec(bad)) << bad;
+  EXPECT_FALSE(from({{"PETS_INJECT_FAULT", "nonsense"}}).inject_fault);
+}
+
+TEST(DebugSwitches, InjectFaultOnlyAtItsRankAndStep) {
+  const auto thrower = pets::train::parse_fault_spec("throw:1:2");
+  EXPECT_FALSE(pets::train::inject_fault(std::nullopt, 1, 2));
+  EXPECT_FALSE(pets::train::inject_fault(thrower, 0, 2));
+  EXPECT_FALSE(pets::train::inject_fault(thrower, 1, 3));
+  try {
+    pets::train::inject_fault(thrower, 1, 2);
+    FAIL() << "no throw";
+  } catch (const pets::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault at step 2"), std::string::npos);
+  }
+  // skew is the caller's to apply; an unknown kind does nothing.
+  EXPECT_TRUE(pets::train::inject_fault(pets::train::parse_fault_spec("skew:0:5"), 0, 5));
+  EXPECT_FALSE(pets::train::inject_fault(pets::train::parse_fault_spec("skew:0:5"), 0, 4));
+  EXPECT_FALSE(pets::train::inject_fault(pets::train::parse_fault_spec("other:0:5"), 0, 5));
+}
+
+TEST(StopSignal, UsrOneAndTermAreRecordedNotFatal) {
+  pets::train::install_stop_handlers();
+  pets::train::reset_stop_signal();
+  EXPECT_EQ(pets::train::stop_signal(), 0);
+  std::raise(SIGUSR1);
+  EXPECT_EQ(pets::train::stop_signal(), SIGUSR1);
+  std::raise(SIGTERM);
+  EXPECT_EQ(pets::train::stop_signal(), SIGTERM);
+  pets::train::reset_stop_signal();
+  EXPECT_EQ(pets::train::stop_signal(), 0);
+}
+
+}  // namespace

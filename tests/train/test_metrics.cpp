@@ -1,0 +1,92 @@
+// The forms an epoch's metrics are shown in: the tutorial's stdout line, rank 0's summary (which
+// must not look like it), the progress text, metrics.jsonl, and the arithmetic behind them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "pets/train/metrics.hpp"
+
+namespace {
+
+using pets::train::EpochMetrics;
+using pets::train::EpochPosition;
+
+EpochMetrics sample() {
+  EpochPosition p;
+  p.step = 10;
+  p.loss_sum = 558.0;
+  p.images = 200;
+  p.seconds = 8.0;
+  p.wait_seconds = 0.2;
+  EpochMetrics m = pets::train::training_metrics(3, p, 1.5e-3);
+  pets::train::set_evaluation(m, 35, 40, 0.5);
+  return m;
+}
+
+TEST(Metrics, TrainingAndEvaluationArithmetic) {
+  const EpochMetrics m = sample();
+  EXPECT_EQ(m.epoch, 3);
+  EXPECT_DOUBLE_EQ(m.train_loss, 2.79);
+  EXPECT_DOUBLE_EQ(m.train_images_per_s, 25.0);
+  EXPECT_DOUBLE_EQ(m.loader_wait_share, 0.025);
+  EXPECT_DOUBLE_EQ(m.lr, 1.5e-3);
+  EXPECT_DOUBLE_EQ(m.accuracy, 87.5);
+  EXPECT_EQ(m.correct, 35);
+  EXPECT_EQ(m.evaluated, 40);
+  EXPECT_DOUBLE_EQ(m.eval_images_per_s, 80.0);
+  // Nothing trained or evaluated: zeros, not NaN.
+  EpochMetrics empty = pets::train::training_metrics(0, EpochPosition{}, 0.0);
+  pets::train::set_evaluation(empty, 0, 0, 1.0);
+  EXPECT_EQ(empty.train_loss, 0.0);
+  EXPECT_EQ(empty.train_images_per_s, 0.0);
+  EXPECT_EQ(empty.accuracy, 0.0);
+}
+
+TEST(Metrics, ResultLineIsTheTutorials) {
+  EXPECT_EQ(pets::train::result_line(sample()), "epoch 3: 87.50");
+}
+
+TEST(Metrics, SummaryDoesNotLookLikeAResult) {
+  const std::string summary = pets::train::summary_line(sample());
+  EXPECT_EQ(summary,
+            "[epoch 3] loss 2.7900, train 25.0 img/s (8.0s, loader wait 2%), eval 80.0 img/s");
+  // What `grep '^epoch [0-9]*:'` over a log of both streams must not find.
+  EXPECT_FALSE(std::regex_search(summary, std::regex("^epoch")));
+}
+
+TEST(Metrics, ProgressText) {
+  EXPECT_EQ(pets::train::progress_text(0, 3, 10, 31.24, 2.9, 12.4),
+            "[epoch 0] step 3/10  31.2 img/s  loss 2.9000  ETA 12s");
+}
+
+TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
+  const EpochMetrics m = sample();
+  const std::string text = pets::train::metrics_jsonl({m, m});
+  ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "correct", "epoch", "eval_images_per_s",
+                                            "eval_seconds", "evaluated", "loader_wait_share", "lr",
+                                            "train_images_per_s", "train_loss", "train_seconds"}));
+  const EpochMetrics back = j.get<EpochMetrics>();
+  EXPECT_EQ(nlohmann::json(back).dump(), j.dump());
+  EXPECT_EQ(back.accuracy, m.accuracy);
+  EXPECT_EQ(back.train_loss, m.train_loss);
+
+  EpochPosition p;
+  p.step = 4;
+  p.loss_sum = 1.25;
+  p.images = 32;
+  p.seconds = 3.5;
+  p.wait_seconds = 0.125;
+  const EpochPosition q = nlohmann::json(p).get<EpochPosition>();
+  EXPECT_EQ(q.step, 4);
+  EXPECT_EQ(q.loss_sum, 1.25);
+  EXPECT_EQ(q.images, 32);
+  EXPECT_EQ(q.seconds, 3.5);
+  EXPECT_EQ(q.wait_seconds, 0.125);
+}
+
+}  // namespace
