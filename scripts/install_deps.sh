@@ -13,6 +13,7 @@ packages=(
   libgtest-dev
   clang-14 libclang-rt-14-dev llvm-14  # the sanitizer build and libFuzzer targets (fuzz/); llvm-14: llvm-symbolizer
   nlohmann-json3-dev
+  clang-format-14  # scripts/check_format.sh, the format_check test
   slurm-wlm munge
   iproute2 util-linux  # ip netns/link/bridge, nsenter, unshare: the multi-host test cluster (scripts/test_cluster.sh)
   jupyter-nbconvert python3-ipykernel python3-matplotlib

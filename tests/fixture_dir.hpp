@@ -1,5 +1,6 @@
 #pragma once
-// The folder of the timm/PyTorch reference fixtures: $PETS_RESNET_FIXTURE, else tests/fixtures/resnet50d in the repository.
+// The folder of the timm/PyTorch reference fixtures: $PETS_RESNET_FIXTURE, else
+// tests/fixtures/resnet50d in the repository.
 #include <cstdlib>
 #include <string>
 

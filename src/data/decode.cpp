@@ -24,10 +24,14 @@ ImageFormat detect_format(const std::uint8_t* d, std::size_t n) {
 
 const char* format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::kJpeg: return "JPEG";
-    case ImageFormat::kPng: return "PNG";
-    case ImageFormat::kGif: return "GIF";
-    default: return "unknown";
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kGif:
+      return "GIF";
+    default:
+      return "unknown";
   }
 }
 
@@ -71,8 +75,8 @@ void finish(DecodeResult& r, const DecodeOptions& opt) {
   r.ok = true;
 }
 
-void decode_jpeg(tjhandle tj, const std::uint8_t* data, std::size_t size,
-                 const DecodeOptions& opt, DecodeResult& r) {
+void decode_jpeg(tjhandle tj, const std::uint8_t* data, std::size_t size, const DecodeOptions& opt,
+                 DecodeResult& r) {
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &w, &h, &subsamp,
                           &colorspace) != 0) {
@@ -112,13 +116,14 @@ void decode_jpeg(tjhandle tj, const std::uint8_t* data, std::size_t size,
   std::vector<std::uint8_t> buf(static_cast<std::size_t>(sw) * sh * channels);
   int flags = TJFLAG_ACCURATEDCT;
   if (opt.limit_scans) flags |= TJFLAG_LIMITSCANS;
-  if (tjDecompress2(tj, data, static_cast<unsigned long>(size), buf.data(), sw, 0, sh, pf,
-                    flags) != 0) {
+  if (tjDecompress2(tj, data, static_cast<unsigned long>(size), buf.data(), sw, 0, sh, pf, flags) !=
+      0) {
     const std::string msg = tjGetErrorStr2(tj);
     if (tjGetErrorCode(tj) != TJERR_WARNING) {
       // TJFLAG_LIMITSCANS fails a valid file too; "corrupt" would send the user looking for
       // damage that is not there.
-      const bool scan_limit = opt.limit_scans && msg.find("more than 500 scans") != std::string::npos;
+      const bool scan_limit =
+          opt.limit_scans && msg.find("more than 500 scans") != std::string::npos;
       r.reason = (scan_limit ? "over the scan limit: " : "corrupt JPEG: ") + msg;
       return;
     }
@@ -255,7 +260,8 @@ void decode_gif(const std::uint8_t* data, std::size_t size, const DecodeOptions&
     for (int x = 0; x < d.Width; ++x) {
       const int xx = d.Left + x;
       if (xx < 0 || xx >= static_cast<int>(w)) continue;
-      put(static_cast<std::size_t>(yy) * w + xx, frame.RasterBits[static_cast<std::size_t>(y) * d.Width + x]);
+      put(static_cast<std::size_t>(yy) * w + xx,
+          frame.RasterBits[static_cast<std::size_t>(y) * d.Width + x]);
     }
   }
   finish(r, opt);
@@ -278,11 +284,16 @@ DecodeResult Decoder::decode(const std::uint8_t* data, std::size_t size,
       // fail with the same message): start each file after a bad one on a fresh handle.
       if (!r.ok || !r.warnings.empty()) {
         tj_.reset(tjInitDecompress());
-        PETS_CHECK(tj_ != nullptr, std::string("tjInitDecompress failed: ") + tjGetErrorStr2(nullptr));
+        PETS_CHECK(tj_ != nullptr,
+                   std::string("tjInitDecompress failed: ") + tjGetErrorStr2(nullptr));
       }
       break;
-    case ImageFormat::kPng: decode_png(data, size, options, r); break;
-    case ImageFormat::kGif: decode_gif(data, size, options, r); break;
+    case ImageFormat::kPng:
+      decode_png(data, size, options, r);
+      break;
+    case ImageFormat::kGif:
+      decode_gif(data, size, options, r);
+      break;
     default: {
       char hex[8];
       std::string first;

@@ -1,8 +1,7 @@
-#include "pets/data/image.hpp"
-
 #include <algorithm>
 #include <cmath>
 
+#include "pets/data/image.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::data {
@@ -95,8 +94,7 @@ void resize_crop_bilinear(const std::uint8_t* src, int src_height, int src_width
 Image resize_image(const Image& image, int out_height, int out_width) {
   std::vector<float> tmp(static_cast<std::size_t>(out_height) * out_width * 3);
   resize_crop_bilinear(image.pixels.data(), image.height, image.width,
-                       CropBox{0, 0, image.height, image.width}, out_height, out_width,
-                       tmp.data());
+                       CropBox{0, 0, image.height, image.width}, out_height, out_width, tmp.data());
   Image out;
   out.height = out_height;
   out.width = out_width;
@@ -112,10 +110,12 @@ void fit_max_side(int height, int width, int max_side, int& out_height, int& out
   if (max_side <= 0 || std::max(height, width) <= max_side) return;
   if (height >= width) {
     out_height = max_side;
-    out_width = std::max(1, static_cast<int>(std::lround(static_cast<double>(width) * max_side / height)));
+    out_width =
+        std::max(1, static_cast<int>(std::lround(static_cast<double>(width) * max_side / height)));
   } else {
     out_width = max_side;
-    out_height = std::max(1, static_cast<int>(std::lround(static_cast<double>(height) * max_side / width)));
+    out_height =
+        std::max(1, static_cast<int>(std::lround(static_cast<double>(height) * max_side / width)));
   }
 }
 

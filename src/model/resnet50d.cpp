@@ -58,9 +58,9 @@ torch::Tensor BottleneckImpl::forward(torch::Tensor x) {
 ResNet50dImpl::ResNet50dImpl(int64_t num_classes) : num_classes_(num_classes) {
   TORCH_CHECK(num_classes > 0, "num_classes must be positive, got ", num_classes);
   conv1 = register_module(
-      "conv1", nn::Sequential(conv(3, 32, 3, 2), bn(32), nn::ReLU(nn::ReLUOptions(true)),
-                              conv(32, 32, 3), bn(32), nn::ReLU(nn::ReLUOptions(true)),
-                              conv(32, 64, 3)));
+      "conv1",
+      nn::Sequential(conv(3, 32, 3, 2), bn(32), nn::ReLU(nn::ReLUOptions(true)), conv(32, 32, 3),
+                     bn(32), nn::ReLU(nn::ReLUOptions(true)), conv(32, 64, 3)));
   bn1 = register_module("bn1", bn(64));
   int64_t channels = 64;
   layer1 = register_module("layer1", make_layer(channels, 64, 3, 1));

@@ -22,11 +22,11 @@ struct DTypeEntry {
   const char* name;
   std::size_t size;
 };
-constexpr DTypeEntry kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-    {DType::I16, "I16", 2}, {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
-    {DType::BOOL, "BOOL", 1}};
+constexpr DTypeEntry kDTypes[] = {{DType::F64, "F64", 8}, {DType::F32, "F32", 4},
+                                  {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+                                  {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
+                                  {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+                                  {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
 
 bool dtype_from_name(const std::string& name, DType* out) {
   for (const auto& e : kDTypes) {
@@ -85,8 +85,9 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
   file.path_ = label;
   const uint64_t size = bytes.size();
   if (size < 8)
-    fail(label, "not a safetensors file: " + std::to_string(size) + " bytes, shorter than the "
-                "8-byte header length");
+    fail(label, "not a safetensors file: " + std::to_string(size) +
+                    " bytes, shorter than the "
+                    "8-byte header length");
   const uint64_t header_len = read_le64(bytes.data());
   if (header_len > size - 8)
     fail(label, "header length " + std::to_string(header_len) + " at byte 0 exceeds the file (" +
@@ -155,7 +156,8 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
       info.shape.push_back(static_cast<int64_t>(dim));
     }
     for (const json& o : *off)
-      if (!o.is_number_unsigned()) fail(label, where + ": data_offsets must be non-negative integers");
+      if (!o.is_number_unsigned())
+        fail(label, where + ": data_offsets must be non-negative integers");
     info.begin = (*off)[0].get<uint64_t>();
     info.end = (*off)[1].get<uint64_t>();
     if (info.begin > info.end)
@@ -181,8 +183,8 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
     if (by_offset[i]->begin < by_offset[i - 1]->end)
       fail(label, "tensor '" + by_offset[i]->name + "' (bytes from " +
                       std::to_string(by_offset[i]->begin) + ") overlaps tensor '" +
-                      by_offset[i - 1]->name + "' (bytes to " + std::to_string(by_offset[i - 1]->end) +
-                      ")");
+                      by_offset[i - 1]->name + "' (bytes to " +
+                      std::to_string(by_offset[i - 1]->end) + ")");
   }
 
   file.data_start_ = 8 + header_len;
@@ -232,7 +234,8 @@ void write_safetensors(const std::string& path, const std::vector<RawTensor>& te
   out.reserve(8 + text.size() + offset);
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((text.size() >> (8 * i)) & 0xff));
   out += text;
-  for (const auto& t : tensors) out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  for (const auto& t : tensors)
+    out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
   write_file_atomically(path, out);
 }
 

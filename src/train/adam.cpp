@@ -47,8 +47,9 @@ void Adam::restore(const std::vector<torch::Tensor>& exp_avg,
              "Adam state does not match the parameters");
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    PETS_CHECK(exp_avg[i].sizes() == params_[i].sizes() && exp_avg_sq[i].sizes() == params_[i].sizes(),
-               "Adam state shape does not match parameter " + std::to_string(i));
+    PETS_CHECK(
+        exp_avg[i].sizes() == params_[i].sizes() && exp_avg_sq[i].sizes() == params_[i].sizes(),
+        "Adam state shape does not match parameter " + std::to_string(i));
     exp_avg_[i].copy_(exp_avg[i]);
     exp_avg_sq_[i].copy_(exp_avg_sq[i]);
   }

@@ -8,40 +8,54 @@
 
 namespace pets::train {
 
+namespace {
+
+/// The tensors flattened into one, in order.
+torch::Tensor pack(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) flat.push_back(t.flatten());
+  return torch::cat(flat);
+}
+
+/// Copies consecutive slices of `packed` back into `tensors` (the inverse of pack); `packed`
+/// must hold exactly their elements.
+void unpack(const torch::Tensor& packed, std::vector<torch::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (auto& t : tensors) {
+    PETS_CHECK(offset + t.numel() <= packed.numel(), "packed tensor too short for its tensors");
+    t.copy_(packed.narrow(0, offset, t.numel()).view_as(t));
+    offset += t.numel();
+  }
+  PETS_CHECK(offset == packed.numel(), "packed tensor longer than its tensors");
+}
+
+}  // namespace
+
 void sync_batchnorm(torch::nn::Module& module, comm::Communicator& comm) {
   std::vector<torch::Tensor> floats, ints;
   for (const auto& b : module.named_buffers(true))
     (b.value().is_floating_point() ? floats : ints).push_back(b.value());
   torch::NoGradGuard no_grad;
+  // Running means and variances: averaged over the ranks, in one collective.
   if (!floats.empty()) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& t : floats) flat.push_back(t.flatten());
-    torch::Tensor packed = torch::cat(flat);
+    torch::Tensor packed = pack(floats);
     comm.allreduce_average(packed);
-    int64_t offset = 0;
-    for (auto& t : floats) {
-      t.copy_(packed.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
+    unpack(packed, floats);
   }
+  // num_batches_tracked counters: the same on every rank by construction; rank 0's are kept.
   if (!ints.empty()) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& t : ints) flat.push_back(t.flatten());
-    torch::Tensor counts = torch::cat(flat);
-    comm.broadcast(counts, 0);
-    int64_t offset = 0;
-    for (auto& t : ints) {
-      t.copy_(counts.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
+    torch::Tensor packed = pack(ints);
+    comm.broadcast(packed, 0);
+    unpack(packed, ints);
   }
 }
 
 at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiComm& mpi) {
-  std::vector<torch::Tensor> flat;
+  std::vector<torch::Tensor> buffers;
   for (const auto& b : module.named_buffers(true))
-    flat.push_back(b.value().flatten().to(torch::kCPU, torch::kFloat64));
-  const torch::Tensor mine = torch::cat(flat).contiguous();
+    buffers.push_back(b.value().to(torch::kCPU, torch::kFloat64));
+  const torch::Tensor mine = pack(buffers).contiguous();
   const int count = static_cast<int>(mine.numel());
   torch::Tensor all = torch::empty({mpi.size(), count}, torch::kFloat64);
   PETS_MPI_CHECK(MPI_Gather(mine.data_ptr(), count, MPI_DOUBLE, all.data_ptr(), count, MPI_DOUBLE,
@@ -51,17 +65,10 @@ at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiC
 
 void scatter_rank_buffers(torch::nn::Module& module, const at::Tensor& all, int rank) {
   PETS_CHECK(all.dim() == 2 && rank >= 0 && rank < all.size(0), "rank_buffers has the wrong shape");
-  const torch::Tensor mine = all[rank];
-  int64_t offset = 0;
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : module.named_buffers(true)) buffers.push_back(b.value());
   torch::NoGradGuard no_grad;
-  for (auto& b : module.named_buffers(true)) {
-    torch::Tensor t = b.value();
-    PETS_CHECK(offset + t.numel() <= mine.numel(),
-               "rank_buffers does not match the model's buffers");
-    t.copy_(mine.narrow(0, offset, t.numel()).view_as(t));
-    offset += t.numel();
-  }
-  PETS_CHECK(offset == mine.numel(), "rank_buffers does not match the model's buffers");
+  unpack(all[rank], buffers);  // checks that the row holds exactly the model's buffers
 }
 
 }  // namespace pets::train

@@ -15,8 +15,8 @@ double cosine_anneal(double start, double end, double pct) {
 }  // namespace
 
 OneCycleSchedule::OneCycleSchedule(const OneCycleOptions& options) : options_(options) {
-  PETS_CHECK(options.total_steps > 0, "OneCycle: total_steps must be positive, got " +
-                                          std::to_string(options.total_steps));
+  PETS_CHECK(options.total_steps > 0,
+             "OneCycle: total_steps must be positive, got " + std::to_string(options.total_steps));
   PETS_CHECK(options.pct_start >= 0.0 && options.pct_start <= 1.0,
              "OneCycle: pct_start must be in [0, 1]");
   PETS_CHECK(options.max_lr > 0.0 && options.div_factor > 0.0 && options.final_div_factor > 0.0,

@@ -106,7 +106,8 @@ std::vector<std::uint8_t> jpeg_with_scans(int scans) {
                                        jpeg.begin() + static_cast<std::ptrdiff_t>(last->end));
   const std::size_t eoi = segs.back().begin;
   std::vector<std::uint8_t> out(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi));
-  for (int n = count_jpeg_scans(jpeg); n < scans; ++n) out.insert(out.end(), scan.begin(), scan.end());
+  for (int n = count_jpeg_scans(jpeg); n < scans; ++n)
+    out.insert(out.end(), scan.begin(), scan.end());
   out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(eoi), jpeg.end());
   return out;
 }

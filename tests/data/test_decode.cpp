@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "data_test_util.hpp"
-#include "pets/util/error.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/testdata/encode.hpp"
 #include "pets/testdata/synth.hpp"
+#include "pets/util/error.hpp"
 
 using namespace pets::data;
 using namespace pets::testdata;
@@ -149,7 +149,8 @@ TEST(Decode, ExtraneousBytesWarningKeepsTheImage) {
   auto jpeg = encode_jpeg(sample());
   // Insert 3 bytes before the start-of-scan marker (walk the marker segments).
   std::size_t pos = 2;
-  while (!(jpeg[pos] == 0xFF && jpeg[pos + 1] == 0xDA)) pos += 2 + (jpeg[pos + 2] << 8 | jpeg[pos + 3]);
+  while (!(jpeg[pos] == 0xFF && jpeg[pos + 1] == 0xDA))
+    pos += 2 + (jpeg[pos + 2] << 8 | jpeg[pos + 3]);
   jpeg.insert(jpeg.begin() + static_cast<std::ptrdiff_t>(pos), 3, 0);
   const DecodeResult r = decode(jpeg);
   ASSERT_TRUE(r.ok) << r.reason;
@@ -162,7 +163,8 @@ TEST(Decode, PixelLimitFromTheHeaderBeforeAllocation) {
   // Rewrite the SOF0 frame size to 60000 x 60000 (3.6 GP, 10.8 GB as RGB): refused from the
   // header alone, so this test neither allocates nor decodes.
   std::size_t pos = 2;
-  while (!(jpeg[pos] == 0xFF && jpeg[pos + 1] == 0xC0)) pos += 2 + (jpeg[pos + 2] << 8 | jpeg[pos + 3]);
+  while (!(jpeg[pos] == 0xFF && jpeg[pos + 1] == 0xC0))
+    pos += 2 + (jpeg[pos + 2] << 8 | jpeg[pos + 3]);
   jpeg[pos + 5] = 0xEA;
   jpeg[pos + 6] = 0x60;
   jpeg[pos + 7] = 0xEA;
@@ -219,9 +221,8 @@ TEST(Decode, HeaderClaiming65500SquaredIsRefusedWithBoundedMemory) {
   // no pixel limit makes the decoder allocate (and libjpeg fill) 48 MB.
   DecodeOptions unlimited;
   unlimited.max_pixels = UINT64_MAX;
-  const double control = peak_rss_growth_mb([&] {
-    decode(pets::data::testing::jpeg_claiming_size(4096, 4096), unlimited);
-  });
+  const double control = peak_rss_growth_mb(
+      [&] { decode(pets::data::testing::jpeg_claiming_size(4096, 4096), unlimited); });
   if (control < 0) GTEST_SKIP() << "SKIPPED: /proc/self/clear_refs cannot reset VmHWM here";
   ASSERT_GT(control, 40.0) << "the RSS measurement does not see a 48 MB buffer";
 
@@ -232,7 +233,8 @@ TEST(Decode, HeaderClaiming65500SquaredIsRefusedWithBoundedMemory) {
   EXPECT_EQ(r.source_height, 65500);
   EXPECT_NE(r.reason.find("pixel limit (65500x65500 = 4290250000 pixels"), std::string::npos)
       << r.reason;
-  EXPECT_LT(growth, 16.0) << "decoding a refused header grew the resident set by " << growth << " MB";
+  EXPECT_LT(growth, 16.0) << "decoding a refused header grew the resident set by " << growth
+                          << " MB";
 }
 
 TEST(Decode, ProgressiveJpegOverTheScanLimitIsRefused) {
@@ -276,7 +278,8 @@ TEST(Resize, MatchesPilTriangleFilterWeights) {
   Image row;
   row.height = 1;
   row.width = 4;
-  for (int v : {0, 60, 120, 180}) row.pixels.insert(row.pixels.end(), {std::uint8_t(v), std::uint8_t(v), std::uint8_t(v)});
+  for (int v : {0, 60, 120, 180})
+    row.pixels.insert(row.pixels.end(), {std::uint8_t(v), std::uint8_t(v), std::uint8_t(v)});
   float out[6];
   resize_crop_bilinear(row.pixels.data(), 1, 4, CropBox{0, 0, 1, 4}, 1, 2, out);
   EXPECT_NEAR(out[0], (60 * 0.75 + 120 * 0.25) / 1.75, 1e-3);
@@ -288,5 +291,6 @@ TEST(Resize, MatchesPilTriangleFilterWeights) {
   EXPECT_NEAR(up[3], 75, 1e-3);
   EXPECT_NEAR(up[6], 105, 1e-3);
   EXPECT_NEAR(up[9], 120, 1e-3);
-  EXPECT_THROW(resize_crop_bilinear(row.pixels.data(), 1, 4, CropBox{0, 3, 1, 2}, 1, 2, out), pets::Error);
+  EXPECT_THROW(resize_crop_bilinear(row.pixels.data(), 1, 4, CropBox{0, 3, 1, 2}, 1, 2, out),
+               pets::Error);
 }

@@ -53,15 +53,18 @@ ResNet50d load_model() {
 void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, const char* what) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   const double scale = expected.abs().max().item<double>();
-  const double error = (actual.to(torch::kFloat64) - expected.to(torch::kFloat64)).abs().max().item<double>();
-  EXPECT_LE(error, 1e-3 * scale) << what << ": max abs error " << error << ", max |reference| " << scale;
+  const double error =
+      (actual.to(torch::kFloat64) - expected.to(torch::kFloat64)).abs().max().item<double>();
+  EXPECT_LE(error, 1e-3 * scale) << what << ": max abs error " << error << ", max |reference| "
+                                 << scale;
 }
 
 TEST(ResNet50dParity, FixtureShapesAreConsistent) {
   const auto input = io("input");
   ASSERT_EQ(input.dim(), 4);
   EXPECT_EQ(input.size(1), 3);
-  EXPECT_EQ(io("logits_eval").sizes(), (std::vector<int64_t>{input.size(0), reference().num_classes}));
+  EXPECT_EQ(io("logits_eval").sizes(),
+            (std::vector<int64_t>{input.size(0), reference().num_classes}));
   EXPECT_EQ(io("features_eval").size(1), pets::model::ResNet50dImpl::kFeatures);
 }
 
@@ -96,7 +99,8 @@ TEST(ResNet50dParity, TrainModeLogitsAndRunningStats) {
     logits = model->forward(io("input"));
   }
   expect_close(logits, io("logits_train"), "logits_train");
-  expect_close(model->bn1->running_mean, io("bn1.running_mean_after_train_step"), "bn1.running_mean");
+  expect_close(model->bn1->running_mean, io("bn1.running_mean_after_train_step"),
+               "bn1.running_mean");
   expect_close(model->bn1->running_var, io("bn1.running_var_after_train_step"), "bn1.running_var");
   const auto named = model->named_buffers(true);
   expect_close(named["layer4.2.bn3.running_var"], io("layer4.2.bn3.running_var_after_train_step"),

@@ -14,7 +14,8 @@ namespace {
 using pets::model::ResNet50d;
 
 TEST(ResNet50d, StateDictNamesAndShapesAreTimms) {
-  const auto timm = pets::model::SafetensorsFile::open(pets::test::fixture_dir() + "/weights.safetensors");
+  const auto timm =
+      pets::model::SafetensorsFile::open(pets::test::fixture_dir() + "/weights.safetensors");
   const int64_t classes = timm.at("fc.weight").shape.at(0);
   ResNet50d model(classes);
   const auto ours = pets::model::state_dict(*model);
@@ -112,7 +113,8 @@ TEST(FoldedBackbone, EqualsTheEvalModeModel) {
   // A fold of other statistics is a different function: the comparison can see a stale fold.
   for (auto& m : model->modules(false))
     if (auto* bn = m->as<torch::nn::BatchNorm2d>()) bn->running_mean.add_(0.5);
-  const double stale = (pets::model::FoldedBackbone(*model).forward_features(x) - folded).abs().max().item<double>();
+  const double stale =
+      (pets::model::FoldedBackbone(*model).forward_features(x) - folded).abs().max().item<double>();
   EXPECT_GT(stale, 1e-2 * scale);
 }
 

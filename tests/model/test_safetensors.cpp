@@ -35,7 +35,8 @@ std::string error_of(const std::vector<uint8_t>& bytes) {
 
 void expect_error(const std::vector<uint8_t>& bytes, const std::string& needle) {
   const std::string what = error_of(bytes);
-  EXPECT_NE(what.find(needle), std::string::npos) << "expected '" << needle << "', got '" << what << "'";
+  EXPECT_NE(what.find(needle), std::string::npos)
+      << "expected '" << needle << "', got '" << what << "'";
   EXPECT_NE(what.find("test.safetensors"), std::string::npos) << what;
 }
 
@@ -72,7 +73,8 @@ TEST(Safetensors, OverlappingRanges) {
 }
 
 TEST(Safetensors, ReversedOffsets) {
-  expect_error(make_file(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 4), "reversed");
+  expect_error(make_file(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 4),
+               "reversed");
 }
 
 TEST(Safetensors, SpanDisagreesWithShape) {
@@ -113,8 +115,9 @@ TEST(Safetensors, MissingFileNamesPath) {
 class SafetensorsDisk : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("pets_st_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("pets_st_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -123,13 +126,12 @@ class SafetensorsDisk : public ::testing::Test {
 };
 
 TEST_F(SafetensorsDisk, RoundTripEveryDtype) {
-  pets::model::NamedTensors in = {
-      {"f32", torch::randn({3, 4})},
-      {"f16", torch::randn({5}).to(torch::kHalf)},
-      {"bf16", torch::randn({2, 2}).to(torch::kBFloat16)},
-      {"i64", torch::arange(7, torch::kInt64)},
-      {"f64", torch::randn({1}, torch::kFloat64)},
-      {"scalar", torch::tensor(3.5f).reshape({})}};
+  pets::model::NamedTensors in = {{"f32", torch::randn({3, 4})},
+                                  {"f16", torch::randn({5}).to(torch::kHalf)},
+                                  {"bf16", torch::randn({2, 2}).to(torch::kBFloat16)},
+                                  {"i64", torch::arange(7, torch::kInt64)},
+                                  {"f64", torch::randn({1}, torch::kFloat64)},
+                                  {"scalar", torch::tensor(3.5f).reshape({})}};
   pets::model::write_tensors(path("rt.safetensors"), in, {{"format", "pt"}});
   const auto file = SafetensorsFile::open(path("rt.safetensors"));
   EXPECT_EQ(file.metadata().at("format"), "pt");
@@ -183,17 +185,20 @@ TEST_F(SafetensorsDisk, LoadConvertsHalfToModelDtype) {
   const auto report = pets::model::load_state_dict(*target, path("half.safetensors"));
   EXPECT_TRUE(report.skipped.empty());
   EXPECT_EQ(target->body->weight.scalar_type(), torch::kFloat32);
-  EXPECT_TRUE(torch::equal(target->body->weight, source->body->weight.to(torch::kHalf).to(torch::kFloat32)));
+  EXPECT_TRUE(torch::equal(target->body->weight,
+                           source->body->weight.to(torch::kHalf).to(torch::kFloat32)));
 }
 
 TEST_F(SafetensorsDisk, LoadRefusesMissingKeyWithoutChangingAnything) {
   Tiny source(2), target(2);
   auto sd = pets::model::state_dict(*source);
-  sd.erase(std::remove_if(sd.begin(), sd.end(), [](const auto& p) { return p.first == "bn.running_var"; }),
+  sd.erase(std::remove_if(sd.begin(), sd.end(),
+                          [](const auto& p) { return p.first == "bn.running_var"; }),
            sd.end());
   pets::model::write_tensors(path("m.safetensors"), sd);
   const auto before = target->body->weight.clone();
-  EXPECT_NE(load_error(*target, path("m.safetensors")).find("missing key 'bn.running_var'"), std::string::npos);
+  EXPECT_NE(load_error(*target, path("m.safetensors")).find("missing key 'bn.running_var'"),
+            std::string::npos);
   EXPECT_TRUE(torch::equal(before, target->body->weight));
 }
 
@@ -202,7 +207,8 @@ TEST_F(SafetensorsDisk, LoadRefusesUnexpectedKey) {
   auto sd = pets::model::state_dict(*source);
   sd.emplace_back("extra.weight", torch::ones({1}));
   pets::model::write_tensors(path("u.safetensors"), sd);
-  EXPECT_NE(load_error(*target, path("u.safetensors")).find("unexpected key 'extra.weight'"), std::string::npos);
+  EXPECT_NE(load_error(*target, path("u.safetensors")).find("unexpected key 'extra.weight'"),
+            std::string::npos);
 }
 
 TEST_F(SafetensorsDisk, LoadRefusesBackboneShapeMismatch) {
@@ -213,7 +219,8 @@ TEST_F(SafetensorsDisk, LoadRefusesBackboneShapeMismatch) {
   pets::model::write_tensors(path("s.safetensors"), sd);
   const std::string what = load_error(*target, path("s.safetensors"));
   EXPECT_NE(what.find("shape mismatch for 'body.weight': file has [3, 5], model has [3, 4]"),
-            std::string::npos) << what;
+            std::string::npos)
+      << what;
 }
 
 TEST_F(SafetensorsDisk, LoadRefusesUnconvertibleDtype) {

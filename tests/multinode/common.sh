@@ -44,6 +44,23 @@ submit_train() {
     "$@" "$JOBS/train.sbatch" | cut -d';' -f1
 }
 
+# Submits jobs/train.sbatch as submit_train does (same arguments); sets job and log (the job's
+# output file); stops the test when sbatch fails.
+start_train_job() {
+  job=$(submit_train "$@")
+  [ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
+  log=$2/train-$job.out
+}
+
+# Waits for job $1 to end and stops the test, showing its log $2, unless it COMPLETED. $3 names
+# the job in the messages.
+wait_job_completed() {
+  local job=$1 log=$2 what=${3:-"job $1"} state
+  state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
+    { scancel "$job"; show_logs "$log"; fatal "$what did not end (state $state)"; }
+  [ "$state" = COMPLETED ] || { show_logs "$log"; fatal "$what ended $state"; }
+}
+
 # Bitwise equality of two finished runs: every epoch's accuracy, correct count and loss, and
 # the final model file.
 same_bits() {

@@ -10,12 +10,8 @@ source "$(dirname "$0")/common.sh"
 require_cluster
 
 out=$WORK/batch
-rm -rf "$out" "$WORK/data" && mkdir -p "$out" "$WORK/data" || fatal "cannot make $out and $WORK/data"
-
-"$PETS_BIN/pets_synth" --out "$WORK/data/images" --classes $SYNTH_CLASSES \
-  --per-class $SYNTH_PER_CLASS --seed 7 >/dev/null || fatal "pets_synth exit $?"
-n_images=$(find "$WORK/data/images" -name '*.jpg' | wc -l)
-[ "$n_images" -eq $((SYNTH_CLASSES * SYNTH_PER_CLASS)) ] || fatal "pets_synth wrote $n_images images"
+rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
+make_synth_images
 
 # Runs jobs/preprocess.sbatch writing $1 (job name $2) with the sbatch flags after them; sets
 # pre_log to the job's output file.
@@ -53,14 +49,10 @@ fi
 
 # --- training on 2 hosts -------------------------------------------------------------------------
 start=$(date +%s.%N)
-job=$(submit_train "$TWO_HOST_RUN" "$out" --nodes=2 --ntasks-per-node=2)
-[ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
-log=$out/train-$job.out
-state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
-  { scancel "$job"; show_logs "$log"; fatal "train job $job did not end (state $state)"; }
+start_train_job "$TWO_HOST_RUN" "$out" --nodes=2 --ntasks-per-node=2
+wait_job_completed "$job" "$log" "train job $job"
 wall=$(elapsed_since "$start")
 echo "$wall" >"$out/train-wall-s.txt"
-[ "$state" = COMPLETED ] || { show_logs "$log"; fatal "train job $job: $state"; }
 check_eq "restarts of job $job" "$(job_field "$job" Restarts)" 0
 grep -q "srun: 4 tasks x 1 threads on n\[[0-9]-[0-9]\]" "$log" ||
   { show_logs "$log"; fail "train job did not run 4 tasks on 2 hosts"; }

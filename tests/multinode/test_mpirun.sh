@@ -25,13 +25,9 @@ else
 fi
 
 start=$(date +%s.%N)
-job=$(PETS_LAUNCHER=mpirun submit_train "$run" "$out" --nodes=2 --ntasks-per-node=2)
-[ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
-log=$out/train-$job.out
-state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
-  { scancel "$job"; show_logs "$log"; fatal "train job $job did not end (state $state)"; }
+PETS_LAUNCHER=mpirun start_train_job "$run" "$out" --nodes=2 --ntasks-per-node=2
+wait_job_completed "$job" "$log" "train job $job"
 wall=$(elapsed_since "$start")
-[ "$state" = COMPLETED ] || { show_logs "$log"; fatal "train job $job: $state"; }
 grep -q "mpirun: 4 tasks x 1 threads on n\[[0-9]-[0-9]\]" "$log" ||
   { show_logs "$log"; fail "train job did not launch 4 tasks on 2 hosts through mpirun"; }
 epoch_lines "$log" >"$out/epochs.txt"

@@ -16,9 +16,7 @@ out=$WORK/node_loss
 run=$out/run
 rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
 
-job=$(submit_train "$run" "$out" --nodes=2 --ntasks-per-node=2)
-[ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
-log=$out/train-$job.out
+start_train_job "$run" "$out" --nodes=2 --ntasks-per-node=2
 at_exit "scancel $job 2>/dev/null"
 
 # The end of epoch 0 written: from here on the run is in epoch 1.
@@ -88,9 +86,7 @@ print(f"{path}: complete ({len(header) - 1} tensors)")
 PY
 
 # Requeued onto the remaining hosts, resumed, finished.
-state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
-  { show_logs "$log"; fatal "the requeued job $job did not end (state $state)"; }
-[ "$state" = COMPLETED ] || { show_logs "$log"; fatal "the requeued job $job ended $state"; }
+wait_job_completed "$job" "$log" "the requeued job $job"
 check_eq "restarts of job $job" "$(job_field "$job" Restarts)" 1
 mapfile -t second < <(job_hosts "$job")
 [[ " ${second[*]} " == *" $lost "* ]] && fail "the requeued job ran on the lost host $lost"

@@ -13,13 +13,9 @@ run=$out/run
 rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
 
 start=$(date +%s.%N)
-job=$(submit_train "$run" "$out" --nodes=1 --ntasks-per-node=4)
-[ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
-log=$out/train-$job.out
-state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
-  { scancel "$job"; show_logs "$log"; fatal "train job $job did not end (state $state)"; }
+start_train_job "$run" "$out" --nodes=1 --ntasks-per-node=4
+wait_job_completed "$job" "$log" "train job $job"
 wall=$(elapsed_since "$start")
-[ "$state" = COMPLETED ] || { show_logs "$log"; fatal "train job $job: $state"; }
 grep -q "srun: 4 tasks x 1 threads on n[0-9]$" "$log" ||
   { show_logs "$log"; fail "train job did not run 4 tasks on one host"; }
 check_run_folder "$run" "$TRAIN_EPOCHS"

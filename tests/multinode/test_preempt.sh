@@ -13,9 +13,7 @@ out=$WORK/preempt
 run=$out/run
 rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
 
-job=$(submit_train "$run" "$out" --nodes=2 --ntasks-per-node=2)
-[ -n "$job" ] || fatal "sbatch jobs/train.sbatch failed"
-log=$out/train-$job.out
+start_train_job "$run" "$out" --nodes=2 --ntasks-per-node=2
 at_exit "scancel $job 2>/dev/null"
 
 wait_training_started "$run" "$log" "job:$job" || { show_logs "$log"; fatal "job $job: training did not start"; }
@@ -23,9 +21,7 @@ first_hosts=$(job_field "$job" NodeList)
 scancel --signal=USR1 --batch "$job" || fatal "scancel --signal=USR1 --batch $job"
 echo "sent SIGUSR1 to the batch step of job $job on $first_hosts"
 
-state=$(wait_job_state "$job" 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY') ||
-  { show_logs "$log"; fatal "job $job did not finish after its requeue (state $state)"; }
-[ "$state" = COMPLETED ] || { show_logs "$log"; fatal "job $job ended $state"; }
+wait_job_completed "$job" "$log" "job $job (after its requeue)"
 check_eq "restarts of job $job" "$(job_field "$job" Restarts)" 1
 [[ "$first_hosts" =~ ^n\[[0-9]-[0-9]\]$|^n\[[0-9],[0-9]\]$ ]] || fail "the first run was not on 2 hosts: $first_hosts"
 

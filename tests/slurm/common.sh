@@ -25,6 +25,16 @@ DATA_H5=$WORK/data/pets.h5
 REFERENCE_RUN=$WORK/batch/run
 
 
+# Makes the synthetic images every training test uses in $WORK/data/images (a new $WORK/data).
+make_synth_images() {
+  rm -rf "$WORK/data" && mkdir -p "$WORK/data" || fatal "cannot make $WORK/data"
+  "$PETS_BIN/pets_synth" --out "$WORK/data/images" --classes $SYNTH_CLASSES \
+    --per-class $SYNTH_PER_CLASS --seed 7 >/dev/null || fatal "pets_synth exit $?"
+  local n_images
+  n_images=$(find "$WORK/data/images" -name '*.jpg' | wc -l)
+  [ "$n_images" -eq $((SYNTH_CLASSES * SYNTH_PER_CLASS)) ] || fatal "pets_synth wrote $n_images images"
+}
+
 # Waits until a training run has started its epochs: pets_train creates --out right before it
 # installs its SIGUSR1/SIGTERM handlers and enters the first step; the signal sent after that,
 # through Slurm, lands in epoch 0 on a fast machine and later on a slow one.

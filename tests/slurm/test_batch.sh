@@ -7,12 +7,8 @@ source "$(dirname "$0")/common.sh"
 require_cluster
 
 out=$WORK/batch
-rm -rf "$out" "$WORK/data" && mkdir -p "$out" "$WORK/data" || fatal "cannot make $out and $WORK/data"
-
-"$PETS_BIN/pets_synth" --out "$WORK/data/images" --classes $SYNTH_CLASSES \
-  --per-class $SYNTH_PER_CLASS --seed 7 >/dev/null || fatal "pets_synth exit $?"
-n_images=$(find "$WORK/data/images" -name '*.jpg' | wc -l)
-[ "$n_images" -eq $((SYNTH_CLASSES * SYNTH_PER_CLASS)) ] || fatal "pets_synth wrote $n_images images"
+rm -rf "$out" && mkdir -p "$out" || fatal "cannot make $out"
+make_synth_images
 
 # --- preprocessing job ---------------------------------------------------------------------------
 rc=0

@@ -2,7 +2,6 @@
 // 65536, x2 after 2000 good steps, x0.5 and skip on inf/NaN). The scaler's arithmetic is the same
 // on every device, so the CPU checks it here; fp16 itself runs on CUDA only.
 #include <gtest/gtest.h>
-
 #include <torch/torch.h>
 
 #include <limits>
@@ -41,7 +40,8 @@ TEST(GradScaler, InfOrNanBacksOffAndRestartsTheCount) {
 }
 
 TEST(GradScaler, UnscaleRecoversTheGradientsAndFindsNonFinite) {
-  // The scaled loss's gradients, unscaled, are the plain loss's (exactly: the scale is a power of 2).
+  // The scaled loss's gradients, unscaled, are the plain loss's (exactly: the scale is a power of
+  // 2).
   torch::manual_seed(0);
   const auto w = torch::randn({4, 3}, torch::requires_grad());
   const auto x = torch::randn({5, 3});

@@ -14,7 +14,8 @@ namespace {
 
 std::map<std::string, torch::Tensor> trajectory() {
   std::map<std::string, torch::Tensor> out;
-  for (auto& [k, v] : pets::model::read_tensors(pets::test::fixture_dir() + "/onecycle_adam.safetensors"))
+  for (auto& [k, v] :
+       pets::model::read_tensors(pets::test::fixture_dir() + "/onecycle_adam.safetensors"))
     out[k] = v;
   return out;
 }
@@ -23,7 +24,8 @@ double rel_error(double actual, double expected) {
   return std::abs(actual - expected) / std::max(std::abs(expected), 1e-30);
 }
 
-// The fixture's scheduler: OneCycleLR(max_lr=3e-2, epochs=5, steps_per_epoch=7) on Adam(lr=3e-2/25).
+// The fixture's scheduler: OneCycleLR(max_lr=3e-2, epochs=5, steps_per_epoch=7) on
+// Adam(lr=3e-2/25).
 constexpr double kMaxLr = 3e-2;
 
 pets::train::OneCycleOptions fixture_schedule(int64_t steps) {
@@ -85,13 +87,15 @@ void check_adam_trajectory(MakeStep make_step) {
   auto optimiser_step = make_step(head->parameters(), schedule.lr());
   for (int64_t i = 0; i < steps; ++i) {
     const auto loss = torch::nn::functional::cross_entropy(head(features), targets);
-    EXPECT_LE(rel_error(loss.item<double>(), losses[i].item<double>()), 1e-4) << "loss at step " << i;
+    EXPECT_LE(rel_error(loss.item<double>(), losses[i].item<double>()), 1e-4)
+        << "loss at step " << i;
     loss.backward();
     optimiser_step(schedule.lr(), schedule.beta1());
     schedule.step();
     for (auto& p : head->parameters()) p.mutable_grad().zero_();
   }
-  const auto check = [](const torch::Tensor& actual, const torch::Tensor& expected, const char* what) {
+  const auto check = [](const torch::Tensor& actual, const torch::Tensor& expected,
+                        const char* what) {
     const double scale = expected.abs().max().item<double>();
     const double error = (actual - expected.to(actual.scalar_type())).abs().max().item<double>();
     EXPECT_LE(error, 1e-4 * scale) << what << ": max abs error " << error;

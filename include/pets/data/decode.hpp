@@ -34,7 +34,7 @@ struct DecodeOptions {
 
 /// The outcome of decoding one file.
 struct DecodeResult {
-  bool ok = false;                    ///< an image was produced
+  bool ok = false;  ///< an image was produced
   ImageFormat format = ImageFormat::kUnknown;
   Image image;                        ///< valid when ok
   std::string reason;                 ///< why not, when !ok

@@ -22,8 +22,8 @@ class Adam {
   const std::vector<torch::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<torch::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
   /// Restores moments and step count (resume); shapes must match the parameters.
-  void restore(const std::vector<torch::Tensor>& exp_avg, const std::vector<torch::Tensor>& exp_avg_sq,
-               int64_t steps);
+  void restore(const std::vector<torch::Tensor>& exp_avg,
+               const std::vector<torch::Tensor>& exp_avg_sq, int64_t steps);
 
  private:
   std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
