@@ -25,7 +25,11 @@ struct SubstitutionAccess : boost::program_options::error_with_option_name {
 
 std::string in_quotes(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
 
-std::string reason() { return std::strerror(errno); }
+/// "<what> '<path>': <errno's text>", errno read first.
+std::string failed(const char* what, const std::filesystem::path& path) {
+  const std::string why = std::strerror(errno);
+  return what + in_quotes(path) + ": " + why;
+}
 
 /// `path` without a trailing separator ("runs/" is the folder "runs").
 std::filesystem::path without_trailing_slash(std::filesystem::path path) {
@@ -34,7 +38,7 @@ std::filesystem::path without_trailing_slash(std::filesystem::path path) {
   return path;
 }
 
-/// The folder a relative name without a folder part is in.
+/// The folder holding `path` ("." for a bare name).
 std::filesystem::path folder_of(const std::filesystem::path& path) {
   const std::filesystem::path parent = without_trailing_slash(path).parent_path();
   return parent.empty() ? std::filesystem::path(".") : parent;
@@ -55,9 +59,9 @@ std::filesystem::path nearest_existing(std::filesystem::path path, struct stat& 
 
 std::optional<std::string> input_file_problem(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "cannot read " + in_quotes(path) + ": " + reason();
+  if (::stat(path.c_str(), &st) != 0) return failed("cannot read ", path);
   if (S_ISDIR(st.st_mode)) return in_quotes(path) + " is a folder, not a file";
-  if (::access(path.c_str(), R_OK) != 0) return "cannot read " + in_quotes(path) + ": " + reason();
+  if (::access(path.c_str(), R_OK) != 0) return failed("cannot read ", path);
   return std::nullopt;
 }
 
@@ -73,8 +77,7 @@ std::optional<std::string> output_file_problem(const std::string& path) {
     return "no folder " + in_quotes(folder);
   }
   if (!S_ISDIR(st.st_mode)) return in_quotes(folder) + " is a file, not a folder";
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return "cannot write in " + in_quotes(folder) + ": " + reason();
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) return failed("cannot write in ", folder);
   return std::nullopt;
 }
 
@@ -82,14 +85,11 @@ std::optional<std::string> output_folder_problem(const std::string& path) {
   struct stat st {};
   const std::filesystem::path target = without_trailing_slash(path);
   const std::filesystem::path existing = nearest_existing(target, st);
-  if (::stat(existing.c_str(), &st) != 0)
-    return "cannot make a folder in " + in_quotes(existing) + ": " + reason();
+  if (::stat(existing.c_str(), &st) != 0) return failed("cannot make a folder in ", existing);
   if (!S_ISDIR(st.st_mode)) return in_quotes(existing) + " is a file, not a folder";
   std::string probe = (existing / ".pets-write-test-XXXXXX").string();
-  if (::mkdtemp(probe.data()) == nullptr) {
-    return (existing == target ? "cannot write in " : "cannot make a folder in ") +
-           in_quotes(existing) + ": " + reason();
-  }
+  if (::mkdtemp(probe.data()) == nullptr)
+    return failed(existing == target ? "cannot write in " : "cannot make a folder in ", existing);
   ::rmdir(probe.c_str());
   return std::nullopt;
 }
