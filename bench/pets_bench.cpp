@@ -41,6 +41,7 @@
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
+#include "pets/util/threads.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -709,7 +710,7 @@ int run(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--check") return check_report(argv[2]);
   const Config c = parse(argc, argv);
   fs::create_directories(c.work);
-  torch::set_num_threads(c.threads > 0 ? c.threads : pets::train::affinity_cpu_count());
+  torch::set_num_threads(c.threads > 0 ? c.threads : pets::affinity_cpu_count());
   torch::manual_seed(0);
   const auto start = Clock::now();
 
@@ -721,7 +722,7 @@ int run(int argc, char** argv) {
             {"date", now_iso()},
             {"host", u.nodename},
             {"cpu", first_line_of("lscpu 2>/dev/null | sed -n 's/^Model name: *//p'")},
-            {"cores_in_affinity_mask", pets::train::affinity_cpu_count()},
+            {"cores_in_affinity_mask", pets::affinity_cpu_count()},
             {"threads", torch::get_num_threads()},
             {"torch_version", TORCH_VERSION},
             {"smoke", c.smoke},

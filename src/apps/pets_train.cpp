@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
       case pets::train::Action::kTrain:
         break;
     }
+    // Wrong paths now, not after the model is built.
+    pets::agree_on_usage([&] { pets::train::check_paths(parsed.options); });
     const pets::comm::MpiComm mpi;
     const pets::train::TrainResult result = pets::train::run_training(parsed.options, mpi);
     return result.preempted ? pets::train::kExitPreempted : 0;

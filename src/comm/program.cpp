@@ -79,9 +79,9 @@ int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>
   }
 
   int status = kExitSuccess;
-  std::optional<std::string> usage;
+  std::optional<std::string> usage = slurm_single_rank_problem(size);
   try {
-    status = body(argc, argv);
+    if (!usage) status = body(argc, argv);
   } catch (const UsageError& e) {
     usage = e.what();
   } catch (const Error& e) {

@@ -1,6 +1,7 @@
 #include "pets/model/state_dict.hpp"
 
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -98,6 +99,12 @@ NamedTensors state_dict(const torch::nn::Module& module) {
 LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
                            const LoadOptions& options) {
   const SafetensorsFile file = SafetensorsFile::open(path);
+  if (file.metadata().count(kTrainingStateMetadataKey) != 0) {
+    const std::string folder = std::filesystem::path(path).parent_path().string();
+    throw UsageError(path + " is a pets_train checkpoint, not model weights: continue its run " +
+                     "with --resume --out " + (folder.empty() ? "." : folder) +
+                     ", or start from the model.safetensors a finished run writes there");
+  }
   const NamedTensors targets = state_dict(module);
   LoadReport report;
   std::set<std::string> wanted;

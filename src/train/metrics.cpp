@@ -49,6 +49,27 @@ std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double ima
   return line;
 }
 
+std::string run_summary_line(const std::vector<EpochMetrics>& epochs, double wall_seconds,
+                             const std::string& model_path) {
+  if (epochs.empty()) return "[run] no epoch finished";
+  const EpochMetrics* best = &epochs.front();
+  double images = 0.0;
+  double seconds = 0.0;
+  for (const EpochMetrics& m : epochs) {
+    if (m.accuracy > best->accuracy) best = &m;
+    images += m.train_images_per_s * m.train_seconds;
+    seconds += m.train_seconds;
+  }
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "[run] %zu epochs, final accuracy %.2f %%, best %.2f %% at epoch %lld; %.1f s "
+                "wall, %.1f train img/s; model ",
+                epochs.size(), epochs.back().accuracy, best->accuracy,
+                static_cast<long long>(best->epoch), wall_seconds,
+                seconds > 0 ? images / seconds : 0.0);
+  return line + (model_path.empty() ? std::string("not written") : model_path);
+}
+
 std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs) {
   std::string text;
   for (const auto& m : epochs) text += nlohmann::json(m).dump() + "\n";

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "pets/util/app.hpp"
@@ -87,6 +88,11 @@ std::vector<Entry> entries(const TrainOptions& o) {
              o.threads),
       valued("out", "folder for checkpoints, metrics.jsonl and the final model", o.out, "DIR"),
       flag("resume", "continue from the latest complete checkpoint in --out", o.resume),
+      valued("progress",
+             "auto | bar | lines | none (auto: a redrawn bar on a terminal, else plain lines)",
+             to_string(o.progress)),
+      valued("progress-interval", "seconds between plain progress lines (0: every step)",
+             o.progress_interval),
   };
 }
 
@@ -160,6 +166,13 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.out = vm["out"].as<std::string>();
   if (o.out.empty()) usage("--out must name a folder");
   o.resume = vm["resume"].as<bool>();
+  o.progress = parse_enum(vm, "progress",
+                          {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines,
+                           ProgressMode::kNone});
+  o.progress_interval = vm["progress-interval"].as<double>();
+  if (!std::isfinite(o.progress_interval) || o.progress_interval < 0)
+    usage("--progress-interval must be 0 or a positive number of seconds, got " +
+          format_number(o.progress_interval));
   if (vm.count("config")) o.config = vm["config"].as<std::string>();
   if (vm.count("write-config")) o.write_config = vm["write-config"].as<std::string>();
   return o;
@@ -235,9 +248,22 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
   }
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
+    if (const auto problem = input_file_problem(path)) usage("--config: " + *problem);
     std::ifstream file(path, std::ios::binary);
     if (!file) usage("--config: cannot read '" + path + "': " + std::strerror(errno));
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::string text;
+    try {
+      // libstdc++'s filebuf throws on a read error (EIO) whatever the stream's exception mask.
+      text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      usage("--config: cannot read '" + path + "': " + std::strerror(errno));
+    }
+    if (file.bad()) usage("--config: cannot read '" + path + "'");
+    // Windows editors (Notepad, PowerShell's UTF8 encoding) start a file with a byte-order mark;
+    // it is no part of the first key.
+    constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+    if (text.compare(0, kByteOrderMark.size(), kByteOrderMark) == 0)
+      text.erase(0, kByteOrderMark.size());
     // Boost keeps a carriage return as part of the value (an --out folder "runs\r"), which
     // --write-config then refuses: accept Windows line endings, refuse any other CR.
     for (std::size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at)) {
@@ -256,6 +282,8 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
   po::notify(vm);
   result.options = to_options(vm);
   if (!result.options.write_config.empty()) {
+    if (const auto problem = output_file_problem(result.options.write_config))
+      usage("--write-config " + result.options.write_config + ": " + *problem);
     result.action = Action::kWriteConfig;
   } else if (result.options.data.empty()) {
     usage("the option '--data' is required (see --help)");
@@ -279,6 +307,16 @@ std::string format_config(const TrainOptions& o) {
 
 void write_config_file(const TrainOptions& options, const std::string& path) {
   write_file_atomically(path, format_config(options));
+}
+
+void check_paths(const TrainOptions& options) {
+  if (const auto problem = input_file_problem(options.data)) usage("--data: " + *problem);
+  if (!options.pretrained.empty()) {
+    if (const auto problem = input_file_problem(options.pretrained))
+      usage("--pretrained: " + *problem);
+  }
+  if (const auto problem = output_folder_problem(options.out))
+    usage("--out " + options.out + ": " + *problem);
 }
 
 void check_devices(const TrainOptions& options, int cuda_device_count) {

@@ -1,8 +1,5 @@
 #include "pets/train/trainer.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +30,7 @@
 #include "pets/util/error.hpp"
 #include "pets/util/log.hpp"
 #include "pets/util/memory.hpp"
+#include "pets/util/threads.hpp"
 
 namespace pets::train {
 namespace {
@@ -52,17 +50,6 @@ torch::Device pick_device(DeviceChoice choice, int local_rank) {
   return {torch::kCUDA, static_cast<torch::DeviceIndex>(local_rank % count)};
 }
 
-/// Threads per rank: the cores of the rank's affinity mask. Ranks that were not bound (mpirun
-/// --oversubscribe, or --bind-to none) all see every core; they share them instead, since
-/// oversubscribed OpenMP threads run several times slower.
-int default_threads(const comm::MpiComm& mpi) {
-  const int cores = affinity_cpu_count();
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (mpi.local_size() > 1 && online > 0 && cores >= online)
-    return std::max(1, cores / mpi.local_size());
-  return cores;
-}
-
 /// The run on one rank: start-up and resume, then epochs of training steps and evaluations
 /// with checkpoints; the parts (step, evaluation, state, BatchNorm sync) live in their own files.
 class Trainer {
@@ -72,7 +59,8 @@ class Trainer {
         mpi_(mpi),
         comm_(mpi),
         switches_(DebugSwitches::from_environment()),
-        log_(mpi.rank() == 0) {}
+        log_(mpi.rank() == 0, options.progress,
+             std::chrono::duration<double>(options.progress_interval)) {}
 
   TrainResult run();
 
@@ -138,18 +126,14 @@ RunShape Trainer::shape() const {
 }
 
 void Trainer::setup() {
-  if (const char* ntasks = std::getenv("SLURM_NTASKS"); ntasks != nullptr && mpi_.size() == 1 &&
-                                                        std::atoi(ntasks) > 1 &&
-                                                        std::getenv("SLURM_STEP_ID") != nullptr)
-    throw UsageError("Slurm started " + std::string(ntasks) +
-                     " tasks but this MPI world has 1 rank: every task is running alone. Launch "
-                     "with `srun --mpi=pmix` (or mpirun inside the allocation)");
   check_devices(options_, static_cast<int>(torch::cuda::device_count()));
   // Before the first tensor: every step's activations then reuse mapped pages
   // (pets/util/memory.hpp).
   if (!switches_.default_malloc && !retain_freed_memory())
     log_.note("notice: the allocator refused to keep freed memory; steps may run slower");
-  torch::set_num_threads(options_.threads > 0 ? options_.threads : default_threads(mpi_));
+  const ThreadChoice threads = choose_threads(options_.threads, mpi_.local_size());
+  if (!threads.warning.empty()) log_.note("warning: " + threads.warning);
+  torch::set_num_threads(threads.threads);
   device_ = pick_device(options_.device, mpi_.local_rank());
 #if defined(PETS_HAVE_NCCL) && defined(PETS_TORCH_CUDA)
   if (device_.is_cuda()) {
@@ -400,6 +384,7 @@ void Trainer::report_epoch(const EpochMetrics& metrics) {
 TrainResult Trainer::run() {
   // Before the (slow) setup, so that an early preemption signal still ends in a checkpoint.
   install_stop_handlers();
+  const auto start = Clock::now();
   setup();
   if (mpi_.rank() == 0) {
     std::error_code ec;
@@ -433,18 +418,11 @@ TrainResult Trainer::run() {
   }
   result.epochs = history_;
   result.final_model = export_model();
-  if (!result.final_model.empty()) log_.note("final model: " + result.final_model);
+  log_.note(run_summary_line(history_, seconds_since(start), result.final_model));
   return result;
 }
 
 }  // namespace
-
-int affinity_cpu_count() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
 
 TrainResult run_training(const TrainOptions& options, const comm::MpiComm& mpi) {
   Trainer trainer(options, mpi);

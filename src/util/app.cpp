@@ -1,7 +1,14 @@
 #include "pets/util/app.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/program_options/errors.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -16,7 +23,86 @@ struct SubstitutionAccess : boost::program_options::error_with_option_name {
   }
 };
 
+std::string in_quotes(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+
+/// "<what> '<path>': <errno's text>", errno read first.
+std::string failed(const char* what, const std::filesystem::path& path) {
+  const std::string why = std::strerror(errno);
+  return what + in_quotes(path) + ": " + why;
+}
+
+/// `path` without a trailing separator ("runs/" is the folder "runs").
+std::filesystem::path without_trailing_slash(std::filesystem::path path) {
+  while (!path.has_filename() && path.has_parent_path() && path != path.root_path())
+    path = path.parent_path();
+  return path;
+}
+
+/// The folder holding `path` ("." for a bare name).
+std::filesystem::path folder_of(const std::filesystem::path& path) {
+  const std::filesystem::path parent = without_trailing_slash(path).parent_path();
+  return parent.empty() ? std::filesystem::path(".") : parent;
+}
+
+/// `path` itself if it exists, else the nearest folder above it that does; `st` is its stat.
+std::filesystem::path nearest_existing(std::filesystem::path path, struct stat& st) {
+  path = without_trailing_slash(path);
+  while (::stat(path.c_str(), &st) != 0) {
+    const std::filesystem::path up = folder_of(path);
+    if (up == path) break;  // "/" or "." cannot be stat'ed: let the caller's next step say why
+    path = up;
+  }
+  return path;
+}
+
 }  // namespace
+
+std::optional<std::string> input_file_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return failed("cannot read ", path);
+  if (S_ISDIR(st.st_mode)) return in_quotes(path) + " is a folder, not a file";
+  if (::access(path.c_str(), R_OK) != 0) return failed("cannot read ", path);
+  return std::nullopt;
+}
+
+std::optional<std::string> output_file_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return in_quotes(path) + " is a folder, not a file";
+  const std::filesystem::path folder = folder_of(path);
+  const std::filesystem::path existing = nearest_existing(folder, st);
+  if (existing != folder) {
+    if (::stat(existing.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      return in_quotes(existing) + " is a file, not a folder";
+    return "no folder " + in_quotes(folder);
+  }
+  if (!S_ISDIR(st.st_mode)) return in_quotes(folder) + " is a file, not a folder";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) return failed("cannot write in ", folder);
+  return std::nullopt;
+}
+
+std::optional<std::string> output_folder_problem(const std::string& path) {
+  struct stat st {};
+  const std::filesystem::path target = without_trailing_slash(path);
+  const std::filesystem::path existing = nearest_existing(target, st);
+  if (::stat(existing.c_str(), &st) != 0) return failed("cannot make a folder in ", existing);
+  if (!S_ISDIR(st.st_mode)) return in_quotes(existing) + " is a file, not a folder";
+  std::string probe = (existing / ".pets-write-test-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr)
+    return failed(existing == target ? "cannot write in " : "cannot make a folder in ", existing);
+  ::rmdir(probe.c_str());
+  return std::nullopt;
+}
+
+std::optional<std::string> slurm_single_rank_problem(int world_size) {
+  const char* ntasks = std::getenv("SLURM_NTASKS");
+  if (ntasks == nullptr || world_size != 1 || std::atoi(ntasks) <= 1 ||
+      std::getenv("SLURM_STEP_ID") == nullptr)
+    return std::nullopt;
+  return "Slurm started " + std::string(ntasks) +
+         " tasks but this MPI world has 1 rank: every task is running alone. Launch with "
+         "`srun --mpi=pmix` (or mpirun inside the allocation)";
+}
 
 std::string program_options_message(const boost::program_options::error& e) {
   namespace po = boost::program_options;

@@ -51,6 +51,22 @@ case "$case_name" in
   config_unknown_key)
     printf 'epochs = 2\nlearning-rate = 0.1\n' >bad.cfg
     expect_usage "$case_name" "learning-rate" launch --data d.h5 --config bad.cfg ;;
+  write_config_no_folder)
+    expect_usage "$case_name" "--write-config nodir/c.cfg: no folder 'nodir'" \
+      launch --data d.h5 --write-config nodir/c.cfg
+    [ ! -e nodir ] || fail "a folder was made" ;;
+  config_folder)
+    mkdir -p cfgdir
+    expect_usage "$case_name" "--config: 'cfgdir' is a folder, not a file" \
+      launch --data d.h5 --config cfgdir ;;
+  config_bom)
+    # A config file as Windows editors write it: byte-order mark, CRLF line ends.
+    printf '\xef\xbb\xbfepochs = 3\r\nseed = 7\r\n' >bom.cfg
+    run --data d.h5 --config bom.cfg
+    expect_status 0
+    expect_text '^epochs = 3$'
+    expect_text '^seed = 7$'
+    no_abort_noise ;;
   config_roundtrip)
     run --data d.h5 --epochs 3 --seed 7 --write-config run.cfg
     expect_status 0

@@ -326,4 +326,89 @@ TEST(TrainOptions, DeviceChecksNeedAGpuWhereTheyMust) {
   EXPECT_NO_THROW(pets::train::check_devices(o, 2));
 }
 
+TEST(TrainOptions, ProgressModeAndInterval) {
+  const TrainOptions defaults = parse({"--data", "d"}).options;
+  EXPECT_EQ(defaults.progress, pets::ProgressMode::kAuto);
+  EXPECT_EQ(defaults.progress_interval, 30.0);
+  const TrainOptions o =
+      parse({"--data", "d", "--progress", "lines", "--progress-interval", "2.5"}).options;
+  EXPECT_EQ(o.progress, pets::ProgressMode::kLines);
+  EXPECT_EQ(o.progress_interval, 2.5);
+  EXPECT_EQ(parse({"--data", "d", "--progress", "none"}).options.progress,
+            pets::ProgressMode::kNone);
+  EXPECT_EQ(parse({"--data", "d", "--progress", "bar"}).options.progress, pets::ProgressMode::kBar);
+  EXPECT_EQ(parse({"--data", "d", "--progress-interval", "0"}).options.progress_interval, 0.0);
+  EXPECT_EQ(usage_error({"--data", "d", "--progress", "fancy"}),
+            "--progress must be one of auto, bar, lines, none, got 'fancy'");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--progress-interval", "-1"}),
+                  "--progress-interval must be 0 or a positive number of seconds");
+  const std::string help = pets::train::train_options_help();
+  EXPECT_MENTIONS(help, "--progress arg (=auto)");
+  EXPECT_MENTIONS(help, "--progress-interval arg (=30)");
+  const std::string config = pets::train::format_config(o);
+  EXPECT_MENTIONS(config, "\nprogress = lines\n");
+  EXPECT_MENTIONS(config, "\nprogress-interval = 2.5\n");
+}
+
+TEST(TrainOptions, ConfigNamingAFolderIsOneClearError) {
+  const std::string folder = ::testing::TempDir();
+  EXPECT_EQ(usage_error({"--data", "d", "--config", folder.c_str()}),
+            "--config: '" + folder + "' is a folder, not a file");
+}
+
+TEST(TrainOptions, ConfigStartingWithAByteOrderMarkIsRead) {
+  const std::string path = temp_path("bom.cfg");
+  write_file(path, "\xEF\xBB\xBF" "epochs = 3\r\ndata = d.h5\r\n");
+  const TrainOptions o = parse({"--config", path.c_str()}).options;
+  EXPECT_EQ(o.epochs, 3);
+  EXPECT_EQ(o.data, "d.h5");
+  // Only at the start of the file: elsewhere it is part of a key, and refused as one.
+  write_file(path, "epochs = 3\n\xEF\xBB\xBF" "data = d.h5\n");
+  EXPECT_MENTIONS(usage_error({"--config", path.c_str()}), "unrecognised option");
+  std::remove(path.c_str());
+}
+
+TEST(TrainOptions, WriteConfigWhereNoFileCanBeIsOneClearError) {
+  EXPECT_EQ(usage_error({"--write-config", "/nonexistent-dir/c.cfg"}),
+            "--write-config /nonexistent-dir/c.cfg: no folder '/nonexistent-dir'");
+  const std::string folder = ::testing::TempDir();
+  EXPECT_EQ(usage_error({"--write-config", folder.c_str()}),
+            "--write-config " + folder + ": '" + folder + "' is a folder, not a file");
+}
+
+TEST(TrainOptions, PathsAreCheckedBeforeTheRun) {
+  const std::string data = temp_path("data.h5");
+  const std::string file = temp_path("a_file");
+  write_file(data, "x");
+  write_file(file, "x");
+  const std::string folder = ::testing::TempDir();
+  TrainOptions o;
+  o.data = data;
+  o.out = temp_path("run");
+  EXPECT_NO_THROW(pets::train::check_paths(o));
+  EXPECT_NE(access(o.out.c_str(), F_OK), 0) << "the check made --out";
+  const auto message = [&o] {
+    try {
+      pets::train::check_paths(o);
+    } catch (const pets::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  o.data = folder;
+  EXPECT_EQ(message(), "--data: '" + folder + "' is a folder, not a file");
+  o.data = temp_path("missing.h5");
+  EXPECT_EQ(message(), "--data: cannot read '" + o.data + "': No such file or directory");
+  o.data = data;
+  o.pretrained = folder;
+  EXPECT_EQ(message(), "--pretrained: '" + folder + "' is a folder, not a file");
+  o.pretrained = "";
+  o.out = file;
+  EXPECT_EQ(message(), "--out " + file + ": '" + file + "' is a file, not a folder");
+  o.out = file + "/run";
+  EXPECT_EQ(message(), "--out " + file + "/run: '" + file + "' is a file, not a folder");
+  std::remove(data.c_str());
+  std::remove(file.c_str());
+}
+
 }  // namespace

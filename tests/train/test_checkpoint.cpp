@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "pets/model/state_dict.hpp"
 #include "pets/train/checkpoint.hpp"
 #include "pets/util/error.hpp"
 
@@ -79,6 +80,20 @@ TEST_F(CheckpointTest, RoundTripAndLatest) {
   EXPECT_EQ(ckpt->state.at("sched_step").get<int64_t>(), 20);
   ASSERT_EQ(ckpt->tensors.size(), 2u);
   EXPECT_TRUE(torch::equal(ckpt->tensors[0].second, torch::full({3, 4}, 2.f)));
+}
+
+TEST_F(CheckpointTest, GivenAsPretrainedWeightsItNamesResume) {
+  const std::string path = save(3);
+  torch::nn::Linear module(4, 3);
+  try {
+    pets::model::load_state_dict(*module, path);
+    FAIL() << "a checkpoint loaded as weights";
+  } catch (const pets::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + " is a pets_train checkpoint, not model weights: continue its run with " +
+                  "--resume --out " + dir_.string() +
+                  ", or start from the model.safetensors a finished run writes there");
+  }
 }
 
 TEST_F(CheckpointTest, EmptyFolderHasNone) {

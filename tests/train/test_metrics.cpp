@@ -60,6 +60,28 @@ TEST(Metrics, ProgressText) {
             "[epoch 0] step 3/10  31.2 img/s  loss 2.9000  ETA 12s");
 }
 
+TEST(Metrics, RunSummaryNamesFinalAndBestEpochAndTheModel) {
+  EpochMetrics a = sample();  // 200 images in 8 s, 87.5 %
+  a.epoch = 0;
+  EpochMetrics b = sample();
+  b.epoch = 1;
+  b.train_seconds = 2.0;  // 100 images in 2 s
+  b.train_images_per_s = 50.0;
+  pets::train::set_evaluation(b, 36, 40, 0.5);  // 90 %, the best
+  EpochMetrics c = b;
+  c.epoch = 2;  // as good as epoch 1: the first of them is the best
+  pets::train::set_evaluation(c, 34, 40, 0.5);
+  c.accuracy = b.accuracy;
+  EpochMetrics d = a;
+  d.epoch = 3;
+  pets::train::set_evaluation(d, 30, 40, 0.5);  // 75 %, the final
+  EXPECT_EQ(pets::train::run_summary_line({a, b, c, d}, 61.25, "runs/x/model.safetensors"),
+            "[run] 4 epochs, final accuracy 75.00 %, best 90.00 % at epoch 1; 61.2 s wall, "
+            "30.0 train img/s; model runs/x/model.safetensors");
+  EXPECT_FALSE(std::regex_search(pets::train::run_summary_line({a}, 1.0, ""), std::regex("^epoch")));
+  EXPECT_EQ(pets::train::run_summary_line({}, 1.0, ""), "[run] no epoch finished");
+}
+
 TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
   const EpochMetrics m = sample();
   const std::string text = pets::train::metrics_jsonl({m, m});

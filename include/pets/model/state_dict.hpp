@@ -39,9 +39,14 @@ struct LoadReport {
   std::vector<std::string> skipped;  ///< head tensors left at their initial values
 };
 
+/// The safetensors metadata key that marks pets_train's checkpoints (train/checkpoint.cpp): they
+/// hold a training state, not a model's weights.
+inline constexpr const char* kTrainingStateMetadataKey = "pets_state";
+
 /// Loads `path` into `module`, converting dtypes (floating to floating, integer to integer).
 /// Strict: a missing key, an unexpected key, a shape mismatch (outside the resizable head) or an
-/// unconvertible dtype throws pets::UsageError naming the key, before any value is changed.
+/// unconvertible dtype throws pets::UsageError naming the key, before any value is changed. A
+/// pets_train checkpoint is refused as such, naming --resume.
 LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
                            const LoadOptions& options = {});
 

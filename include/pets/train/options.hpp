@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "pets/util/progress.hpp"
+
 namespace pets::train {
 
 /// Mixed-precision mode, as Accelerate's `mixed_precision`.
@@ -32,6 +34,8 @@ struct TrainOptions {
   int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
   bool resume = false;            ///< continue from the latest complete checkpoint in `out`
+  ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
+  double progress_interval = 30;                ///< seconds between progress lines (kLines)
   std::string config;             ///< the --config file read, if any (informational)
   std::string write_config;       ///< --write-config target; the program writes it and stops
 };
@@ -53,7 +57,9 @@ struct ParseResult {
 /// Parses `argv[1..argc)` and, if --config is given, that file; the command line wins over the
 /// file. Throws pets::UsageError naming the option for: an unknown option or config key, a bad
 /// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
-/// unreadable config file. Does not touch the data file or the GPU (see check_devices).
+/// unreadable config file or one naming a folder, a --write-config file whose folder is missing
+/// (a UTF-8 byte-order mark starting the config file is skipped). Does not touch the data file
+/// or the GPU (see check_paths, check_devices).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
@@ -66,6 +72,12 @@ std::string format_config(const TrainOptions& options);
 /// Writes format_config(options) to `path` atomically (pets::write_file_atomically), so a reader
 /// never sees half a file. Throws pets::Error on I/O failure.
 void write_config_file(const TrainOptions& options, const std::string& path);
+
+/// The checks of the paths the options name, made at start (before the model is built):
+/// --data and --pretrained readable files, not folders; --out a folder that exists or can be
+/// made and that takes new files (tried for real, leaving nothing behind). Throws
+/// pets::UsageError naming the option.
+void check_paths(const TrainOptions& options);
 
 /// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
 /// no CUDA device can be used (fp16 with `--device cpu` included). The trainer calls it with

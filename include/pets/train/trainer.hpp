@@ -36,7 +36,4 @@ struct TrainResult {
 /// every rank at the same step boundary, after a checkpoint (result.preempted).
 TrainResult run_training(const TrainOptions& options, const comm::MpiComm& mpi);
 
-/// The number of CPUs in this process's affinity mask (at least 1).
-int affinity_cpu_count();
-
 }  // namespace pets::train

@@ -1,8 +1,11 @@
 #pragma once
 /// \file
-/// What the programs share without MPI: their exit statuses and the message of a bad option.
+/// What the programs share without MPI: their exit statuses, the message of a bad option, and
+/// the checks of the paths options name (made at start, so that a wrong path is one clear
+/// message before any slow work, not a library's error later).
 /// The MPI program runner (run_mpi_program, agree_on_usage) is in pets/comm/program.hpp.
 
+#include <optional>
 #include <string>
 
 namespace boost::program_options {
@@ -21,5 +24,27 @@ inline constexpr int kExitUsage = 2;
 /// in for (`--batch-size %value%`, an unknown option `--x%canonical_option%`), because it
 /// substitutes until the placeholder is gone. Found by fuzz/fuzz_config.cpp.
 std::string program_options_message(const boost::program_options::error& e);
+
+/// What is wrong with reading `path` as a file, or nullopt: "cannot read 'x': <reason>" (missing,
+/// no permission), "'x' is a folder, not a file".
+std::optional<std::string> input_file_problem(const std::string& path);
+
+/// What is wrong with creating the file `path`, or nullopt: "no folder 'd'" (its folder does not
+/// exist), "'d' is a file, not a folder", "'x' is a folder, not a file", "cannot write in 'd':
+/// <reason>". Creates nothing.
+std::optional<std::string> output_file_problem(const std::string& path);
+
+/// What is wrong with writing into the folder `path`, made if missing, or nullopt: "'x' is a
+/// file, not a folder" (`path` or a folder above it), "cannot make a folder in 'd': <reason>",
+/// "cannot write in 'x': <reason>". Tries for real: makes and removes a folder of its own in
+/// `path`, or in the nearest folder above it that exists (so root, a read-only mount or an ACL
+/// give the answer the program would meet later). Leaves nothing behind.
+std::optional<std::string> output_folder_problem(const std::string& path);
+
+/// Slurm's one-rank guard: when Slurm started a job step of N > 1 tasks (SLURM_NTASKS and
+/// SLURM_STEP_ID set) and this MPI world has one rank, every task is running alone (srun without
+/// PMIx, `srun --mpi=none`): N copies of the job, each writing the same files. The message saying
+/// so, or nullopt. run_mpi_program checks it for every program before its body runs.
+std::optional<std::string> slurm_single_rank_problem(int world_size);
 
 }  // namespace pets
