@@ -3,10 +3,10 @@
 # pets-like image folder, preprocess it to HDF5 and train for 5 epochs under `mpirun -np 2`.
 # Everything lands in work/ (override with PETS_WORK=DIR).
 #
-# Extra arguments go to pets_train and override the script's own choices (`--epochs 2`,
-# `--out DIR`). Run again, it starts its own run folder over (--overwrite) unless it is told
-# --out, --resume or --overwrite. PETS_PER_CLASS (images per class, default 20) and PETS_RANKS (default 2) size the
-# run; PETS_BIN=DIR uses the programs already built in DIR instead of building.
+# Extra arguments go to pets_train and override the script's own choices (`--epochs 2`, `--out
+# DIR`). Run again, it starts its own run folder over (--overwrite) unless it is told --out,
+# --resume or --overwrite. PETS_PER_CLASS (images per class, default 20) and PETS_RANKS (default 2)
+# size the run; PETS_BIN=DIR uses the programs already built in DIR instead of building.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 if [ -n "${PETS_BIN:-}" ]; then

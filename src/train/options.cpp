@@ -60,12 +60,11 @@ Entry unset(const char* key, const char* help, const std::string& value, const c
 /// A string option that may also be given without a value, meaning `implicit` (`--resume`).
 Entry optional_value(const char* key, const char* help, const std::string& value,
                      const char* implicit, const char* value_name) {
-  return {key, help, value, [value, implicit, value_name] {
-            return po::value<std::string>()
-                ->default_value(value)
-                ->implicit_value(implicit)
-                ->value_name(value_name);
-          }};
+  return {
+      key, help, value, [value, implicit, value_name] {
+        return po::value<std::string>()->default_value(value)->implicit_value(implicit)->value_name(
+            value_name);
+      }};
 }
 
 /// A flag: absent is false.

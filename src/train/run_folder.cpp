@@ -75,9 +75,8 @@ std::vector<std::string> RunFiles::all() const {
 std::string RunFiles::describe() const {
   std::vector<std::string> parts = results;
   if (!checkpoints.empty())
-    parts.push_back(checkpoints.size() == 1
-                        ? checkpoints.front()
-                        : std::to_string(checkpoints.size()) + " checkpoints");
+    parts.push_back(checkpoints.size() == 1 ? checkpoints.front()
+                                            : std::to_string(checkpoints.size()) + " checkpoints");
   if (!temporaries.empty())
     parts.push_back(std::to_string(temporaries.size()) + " unfinished temporary file" +
                     (temporaries.size() == 1 ? "" : "s"));
@@ -130,12 +129,11 @@ RunFolder::RunFolder(const std::string& dir, ResumeMode resume, bool overwrite)
     } else if (resume == ResumeMode::kAuto && !earlier_.holds_run()) {
       notices_.push_back("notice: --resume=auto: no run in " + dir + " yet; starting a new one");
     } else {
-      throw UsageError(
-          "--resume: no checkpoint (ckpt-<step>.safetensors) in " + dir + ", so there is " +
-          "nothing to continue" +
-          (earlier_.holds_run() ? "; it holds " + earlier_.describe() +
-                                      ": start over with --overwrite"
-                                : "; without --resume a new run starts there"));
+      throw UsageError("--resume: no checkpoint (ckpt-<step>.safetensors) in " + dir +
+                       ", so there is nothing to continue" +
+                       (earlier_.holds_run()
+                            ? "; it holds " + earlier_.describe() + ": start over with --overwrite"
+                            : "; without --resume a new run starts there"));
     }
   } catch (...) {
     release();
@@ -169,8 +167,7 @@ void RunFolder::lock() {
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::error_code ec;
     if (fs::create_directories(dir_, ec)) created_ = true;
-    if (ec)
-      throw UsageError("--out " + dir_ + ": cannot create the folder: " + ec.message());
+    if (ec) throw UsageError("--out " + dir_ + ": cannot create the folder: " + ec.message());
     const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
       throw UsageError("--out " + dir_ + ": cannot write into the folder (" + lock_path_ +
@@ -191,7 +188,8 @@ void RunFolder::lock() {
                          errno_text(err) + "); nothing stops another run from writing there");
       return;
     }
-    struct stat held {}, there {};
+    struct stat held = {};
+    struct stat there = {};
     if (::fstat(fd, &held) == 0 && ::stat(lock_path_.c_str(), &there) == 0 &&
         held.st_dev == there.st_dev && held.st_ino == there.st_ino) {
       fd_ = fd;
@@ -213,8 +211,7 @@ std::size_t RunFolder::remove_earlier_run() {
     const fs::path path = fs::path(dir_) / name;
     std::error_code ec;
     if (fs::remove(path, ec)) ++removed;
-    if (ec)
-      throw UsageError("--overwrite: cannot remove " + path.string() + ": " + ec.message());
+    if (ec) throw UsageError("--overwrite: cannot remove " + path.string() + ": " + ec.message());
   }
   earlier_ = RunFiles{};
   return removed;

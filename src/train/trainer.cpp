@@ -157,7 +157,8 @@ model::NamedTensors Trainer::resumable_state() const {
 }
 
 RunShape Trainer::shape() const {
-  return {RunConfig::of(options_, labels_), mpi_.size(),
+  return {RunConfig::of(options_, labels_),
+          mpi_.size(),
           loader_->steps_per_epoch(SplitKind::kTrain),
           {loader_->store().store_id(), fs::absolute(options_.data).lexically_normal().string()}};
 }
@@ -463,7 +464,8 @@ TrainResult Trainer::run() {
     const std::string removed =
         on_rank_0(mpi_, [&] { return std::to_string(folder_->remove_earlier_run()); });
     if (removed != "0")
-      log_.note("--overwrite: removed the earlier run's " + removed + " files from " + options_.out);
+      log_.note("--overwrite: removed the earlier run's " + removed + " files from " +
+                options_.out);
   }
   TrainResult result;
   EpochPosition position = first_position_;

@@ -19,7 +19,9 @@ RunShape run(int64_t world = 2, int64_t steps = 10) {
   o.batch_size = 8;
   o.max_lr = 0.03;
   o.seed = 42;
-  return {RunConfig::of(o, {"abyssinian", "beagle", "boxer"}), world, steps,
+  return {RunConfig::of(o, {"abyssinian", "beagle", "boxer"}),
+          world,
+          steps,
           {"00112233445566778899aabbccddeeff", "/work/pets.h5"}};
 }
 

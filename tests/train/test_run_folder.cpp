@@ -55,10 +55,10 @@ class RunFolderTest : public ::testing::Test {
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 TEST_F(RunFolderTest, FindsOnlyItsOwnFiles) {
-  for (const char* name : {"ckpt-12.safetensors", "ckpt-3.safetensors", "latest", "metrics.jsonl",
-                           "model.safetensors", "metrics.jsonl.tmp.123", "ckpt-4.safetensors.tmp.9",
-                           "notes.txt", "ckpt-x.safetensors", "model.safetensors.bak",
-                           "latest.tmp.abc", "train-17.out"})
+  for (const char* name :
+       {"ckpt-12.safetensors", "ckpt-3.safetensors", "latest", "metrics.jsonl", "model.safetensors",
+        "metrics.jsonl.tmp.123", "ckpt-4.safetensors.tmp.9", "notes.txt", "ckpt-x.safetensors",
+        "model.safetensors.bak", "latest.tmp.abc", "train-17.out"})
     touch(name);
   const pets::train::RunFiles files = pets::train::find_run_files(out_);
   EXPECT_EQ(files.checkpoints,
@@ -148,8 +148,9 @@ TEST_F(RunFolderTest, ResumeWhereThereIsNothingToResume) {
   EXPECT_FALSE(fs::exists(out_));
   // An empty folder, or one with the run's other files but no checkpoint.
   fs::create_directories(out_);
-  EXPECT_MENTIONS(refusal(ResumeMode::kYes), "--resume: no checkpoint (ckpt-<step>.safetensors) in " +
-                                                 out_ + ", so there is nothing to continue");
+  EXPECT_MENTIONS(refusal(ResumeMode::kYes),
+                  "--resume: no checkpoint (ckpt-<step>.safetensors) in " + out_ +
+                      ", so there is nothing to continue");
   EXPECT_TRUE(fs::is_directory(out_));  // the user's folder stays
   touch("metrics.jsonl");
   for (ResumeMode mode : {ResumeMode::kYes, ResumeMode::kAuto})

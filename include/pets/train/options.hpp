@@ -39,7 +39,7 @@ struct TrainOptions {
   int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
   ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
-  bool overwrite = false;  ///< start afresh in an `out` that holds a run, removing its files
+  bool overwrite = false;         ///< start afresh in an `out` that holds a run, removing its files
   std::string config;             ///< the --config file read, if any (informational)
   std::string write_config;       ///< --write-config target; the program writes it and stops
 };
@@ -61,7 +61,8 @@ struct ParseResult {
 /// Parses `argv[1..argc)` and, if --config is given, that file; the command line wins over the
 /// file. Throws pets::UsageError naming the option for: an unknown option or config key, a bad
 /// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
-/// unreadable config file, --resume together with --overwrite. Does not touch the data file or the GPU (see check_devices).
+/// unreadable config file, --resume together with --overwrite. Does not touch the data file or the
+/// GPU (see check_devices).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
