@@ -14,7 +14,8 @@ bool same(const pets::train::TrainOptions& a, const pets::train::TrainOptions& b
          a.eval_batch_size == b.eval_batch_size && a.max_lr == b.max_lr &&
          a.mixed_precision == b.mixed_precision && a.seed == b.seed &&
          a.pretrained == b.pretrained && a.bn_mode == b.bn_mode && a.device == b.device &&
-         a.threads == b.threads && a.out == b.out && a.resume == b.resume;
+         a.threads == b.threads && a.out == b.out && a.resume == b.resume &&
+         a.overwrite == b.overwrite;
 }
 
 pets::train::ParseResult parse_config(const std::string& path) {

@@ -42,7 +42,7 @@ Settings (environment, or edit the top of this script); now:
   PETS_OUT=$PETS_OUT
   PETS_NTASKS=$PETS_NTASKS  PETS_NODES=$PETS_NODES  PETS_CPUS_PER_TASK=$PETS_CPUS_PER_TASK  PETS_TIME=$PETS_TIME
   PETS_PARTITION=${PETS_PARTITION:-(default)}  PETS_GPUS_PER_NODE=${PETS_GPUS_PER_NODE:-(none)}  PETS_SRUN_ARGS=${PETS_SRUN_ARGS:-(none)}
-A checkpoint in PETS_OUT is resumed. pets_train's own options: $PETS_BIN/pets_train --help
+A checkpoint in PETS_OUT is resumed (--resume=auto; pass --overwrite to start over). pets_train's own options: $PETS_BIN/pets_train --help
 USAGE
 }
 case "${1:-}" in
@@ -71,7 +71,15 @@ if [ "${1:-}" = --shell ]; then
 fi
 
 args=(--data "$PETS_DATA" --out "$PETS_OUT" --threads "$PETS_CPUS_PER_TASK")
-[ -e "$PETS_OUT/latest" ] && args+=(--resume) && say "checkpoint in $PETS_OUT: resuming"
+# Unless told --resume or --overwrite: continue the run in PETS_OUT, or start one where there is
+# none (--resume=auto).
+case " $* " in
+  *" --resume"* | *" --overwrite "*) ;;
+  *)
+    args+=(--resume=auto)
+    [ -e "$PETS_OUT/latest" ] && say "checkpoint in $PETS_OUT: resuming"
+    ;;
+esac
 args+=("$@")
 
 step=(srun --mpi=pmix --quit-on-interrupt --unbuffered "${resources[@]}")

@@ -3,9 +3,10 @@
 # pets-like image folder, preprocess it to HDF5 and train for 5 epochs under `mpirun -np 2`.
 # Everything lands in work/ (override with PETS_WORK=DIR).
 #
-# Extra arguments go to pets_train and override the script's own choices (`--epochs 2`,
-# `--out DIR`). PETS_PER_CLASS (images per class, default 20) and PETS_RANKS (default 2) size the
-# run; PETS_BIN=DIR uses the programs already built in DIR instead of building.
+# Extra arguments go to pets_train and override the script's own choices (`--epochs 2`, `--out
+# DIR`). Run again, it starts its own run folder over (--overwrite) unless it is told --out,
+# --resume or --overwrite. PETS_PER_CLASS (images per class, default 20) and PETS_RANKS (default 2)
+# size the run; PETS_BIN=DIR uses the programs already built in DIR instead of building.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 if [ -n "${PETS_BIN:-}" ]; then
@@ -41,7 +42,16 @@ given() {
 extra=("$@")
 defaults=()
 given --epochs || defaults+=(--epochs 5)
-given --out || defaults+=(--out "$work/runs/demo")
+if ! given --out && ! given --resume && ! given --overwrite; then
+  defaults+=(--out "$work/runs/demo" --overwrite)
+elif ! given --out; then
+  defaults+=(--out "$work/runs/demo")
+fi
 
-mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5"
+# The store is remade only when the images or pets_preprocess changed: a checkpoint resumes
+# only on the store it was written from (every file pets_preprocess writes has an id of its own).
+if [ ! -s "$work/pets.h5" ] || [ "$work/images.args" -nt "$work/pets.h5" ] ||
+  [ "$bin/pets_preprocess" -nt "$work/pets.h5" ]; then
+  mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5"
+fi
 mpirun -np "$ranks" "$bin/pets_train" --data "$work/pets.h5" "${defaults[@]}" "${extra[@]}"

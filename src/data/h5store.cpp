@@ -1,6 +1,8 @@
 #include "pets/data/h5store.hpp"
 
+#include <cstdio>
 #include <mutex>
+#include <random>
 #include <type_traits>
 
 #include "pets/data/checks.hpp"
@@ -68,6 +70,15 @@ void H5Id::close() {
 
 const char* split_name(SplitKind kind) {
   return kind == SplitKind::kTrain ? store::kTrainGroup : store::kEvalGroup;
+}
+
+std::string new_store_id() {
+  std::random_device bits;
+  char text[33];
+  std::snprintf(text, sizeof text, "%08x%08x%08x%08x", static_cast<unsigned>(bits()),
+                static_cast<unsigned>(bits()), static_cast<unsigned>(bits()),
+                static_cast<unsigned>(bits()));
+  return text;
 }
 
 namespace {
@@ -279,6 +290,12 @@ Store::Store(const std::string& path) : path_(path) {
     const std::vector<std::string> v = read_strings(path, a.get(), true, what);
     if (v.empty()) bad(path, what + " is empty");
     tool_version_ = v[0];
+  }
+  if (H5Aexists(f, store::kStoreId.name) > 0) {
+    H5Id a = open_attr(path, f, store::kStoreId.name);
+    const std::vector<std::string> v =
+        read_strings(path, a.get(), true, std::string("attribute ") + store::kStoreId.name);
+    if (!v.empty()) store_id_ = v[0];
   }
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
     const std::string g = split_name(kind);

@@ -388,6 +388,9 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     write_scalar_attr<std::int32_t>(f, store::kSchemaVersion, store::kVersion);
     write_string_attr(f, store::kToolVersion.name, {std::string("pets_preprocess ") + PETS_VERSION},
                       true);
+    // Rank 0's random id: an attribute's value must be the same on every rank.
+    write_string_attr(f, store::kStoreId.name,
+                      {pets::comm::broadcast_string(rank == 0 ? new_store_id() : "", comm)}, true);
     write_split(f, split_name(SplitKind::kTrain), my_train, label_of, candidates, name_len, comm,
                 dxpl.get());
     write_split(f, split_name(SplitKind::kEval), my_eval, label_of, candidates, name_len, comm,

@@ -58,6 +58,16 @@ Entry unset(const char* key, const char* help, const std::string& value, const c
           [value_name] { return po::value<std::string>()->value_name(value_name); }};
 }
 
+/// A string option that may also be given without a value, meaning `implicit` (`--resume`).
+Entry optional_value(const char* key, const char* help, const std::string& value,
+                     const char* implicit, const char* value_name) {
+  return {
+      key, help, value, [value, implicit, value_name] {
+        return po::value<std::string>()->default_value(value)->implicit_value(implicit)->value_name(
+            value_name);
+      }};
+}
+
 /// A flag: absent is false.
 Entry flag(const char* key, const char* help, bool value) {
   return {key, help, text_of(value), [] { return po::bool_switch(); }};
@@ -87,12 +97,19 @@ std::vector<Entry> entries(const TrainOptions& o) {
       valued("threads", "CPU threads per rank; 0: the cores in the rank's affinity mask",
              o.threads),
       valued("out", "folder for checkpoints, metrics.jsonl and the final model", o.out, "DIR"),
-      flag("resume", "continue from the latest complete checkpoint in --out", o.resume),
       valued("progress",
              "auto | bar | lines | none (auto: a redrawn bar on a terminal, else plain lines)",
              to_string(o.progress)),
       valued("progress-interval", "seconds between plain progress lines (0: every step)",
              o.progress_interval),
+      optional_value("resume",
+                     "continue from the latest complete checkpoint in --out; yes (--resume "
+                     "alone): there must be one; auto: start a new run when --out holds none",
+                     to_string(o.resume), "yes", "yes|auto"),
+      flag("overwrite",
+           "start a new run in an --out that holds an earlier run, removing that run's "
+           "checkpoints, metrics.jsonl and model (other files stay)",
+           o.overwrite),
   };
 }
 
@@ -141,6 +158,14 @@ std::uint64_t parse_seed(const std::string& text) {
   return value;
 }
 
+/// --resume's value; a config file's `resume = true|false` (written as a flag before) too.
+ResumeMode parse_resume(const std::string& text) {
+  if (text == "no" || text == "false" || text == "off" || text == "0") return ResumeMode::kNo;
+  if (text == "yes" || text == "true" || text == "on" || text == "1") return ResumeMode::kYes;
+  if (text == "auto") return ResumeMode::kAuto;
+  usage("--resume must be yes (also given alone), no or auto, got '" + text + "'");
+}
+
 TrainOptions to_options(const po::variables_map& vm) {
   TrainOptions o;
   if (vm.count("data")) {
@@ -165,7 +190,6 @@ TrainOptions to_options(const po::variables_map& vm) {
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));
   o.out = vm["out"].as<std::string>();
   if (o.out.empty()) usage("--out must name a folder");
-  o.resume = vm["resume"].as<bool>();
   o.progress = parse_enum(vm, "progress",
                           {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines,
                            ProgressMode::kNone});
@@ -173,6 +197,10 @@ TrainOptions to_options(const po::variables_map& vm) {
   if (!std::isfinite(o.progress_interval) || o.progress_interval < 0)
     usage("--progress-interval must be 0 or a positive number of seconds, got " +
           format_number(o.progress_interval));
+  o.resume = parse_resume(vm["resume"].as<std::string>());
+  o.overwrite = vm["overwrite"].as<bool>();
+  if (o.overwrite && o.resume != ResumeMode::kNo)
+    usage("--overwrite starts a new run and --resume continues one: give one of them");
   if (vm.count("config")) o.config = vm["config"].as<std::string>();
   if (vm.count("write-config")) o.write_config = vm["write-config"].as<std::string>();
   return o;
@@ -214,6 +242,18 @@ std::string to_string(DeviceChoice value) {
   return "?";
 }
 
+std::string to_string(ResumeMode value) {
+  switch (value) {
+    case ResumeMode::kNo:
+      return "no";
+    case ResumeMode::kYes:
+      return "yes";
+    case ResumeMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
 std::string train_options_help() {
   po::options_description all;
   all.add(general_options()).add(training_options());
@@ -233,9 +273,13 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
     // Command line first: Boost keeps the first value stored, so it overrides the file.
     // An empty positional description makes a stray argument an error instead of ignored.
     const po::positional_options_description no_positionals;
-    po::store(
-        po::command_line_parser(argc, argv).options(command_line).positional(no_positionals).run(),
-        vm);
+    const po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(command_line).positional(no_positionals).run();
+    // Boost does not count a value-less `--resume` (its implicit value) as an occurrence.
+    if (std::count_if(parsed.options.begin(), parsed.options.end(),
+                      [](const po::option& o) { return o.string_key == "resume"; }) > 1)
+      usage("option '--resume' cannot be specified more than once (see --help)");
+    po::store(parsed, vm);
   } catch (const po::error& e) {
     usage(program_options_message(e) + " (see --help)");
   }

@@ -34,6 +34,32 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   j.at("labels").get_to(c.labels);
 }
 
+namespace {
+
+/// A checkpoint continues only on the image store it was trained on: same labels and step count
+/// are not enough (another split, other images).
+void check_same_store(const std::string& path, const StoreIdentity& saved,
+                      const StoreIdentity& current, const std::string& data_path) {
+  if (saved.id == current.id) return;
+  const auto id = [](const std::string& s) { return "store_id " + s; };
+  const std::string written =
+      path + " was written from the image store " + (saved.path.empty() ? "?" : saved.path);
+  if (saved.id.empty())
+    throw UsageError(path + " records no image store identity (an older pets_train wrote it), " +
+                     "so it cannot be resumed on --data " + data_path + " (" + id(current.id) +
+                     "); start over with --overwrite");
+  if (current.id.empty())
+    throw UsageError(written + " (" + id(saved.id) + "); --data " + data_path +
+                     " has no store_id (an older pets_preprocess wrote it), so it is another "
+                     "store");
+  throw UsageError(written + " (" + id(saved.id) + "); --data " + data_path +
+                   " is another store (" + id(current.id) +
+                   "; pets_preprocess gives every file it writes a new id): resume with the "
+                   "store it was written from, or start over with --overwrite");
+}
+
+}  // namespace
+
 void check_resume_compatible(const std::string& path, const RunShape& saved, bool mid_epoch,
                              const RunShape& current, const std::string& data_path) {
   if (saved.config.labels != current.config.labels)
@@ -54,6 +80,7 @@ void check_resume_compatible(const std::string& path, const RunShape& saved, boo
   differs("max_lr", s.max_lr, c.max_lr);
   differs("mixed_precision", s.mixed_precision, c.mixed_precision);
   differs("seed", s.seed, c.seed);
+  check_same_store(path, saved.store, current.store, data_path);
   if (saved.world_size != current.world_size && mid_epoch)
     throw UsageError(path + ": a mid-epoch checkpoint of " + std::to_string(saved.world_size) +
                      " ranks; resume it with as many (an end-of-epoch one resumes with any)");

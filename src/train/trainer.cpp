@@ -22,6 +22,7 @@
 #include "pets/train/checkpoint.hpp"
 #include "pets/train/debug_switches.hpp"
 #include "pets/train/evaluation.hpp"
+#include "pets/train/run_folder.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/train/training_state.hpp"
@@ -65,6 +66,8 @@ class Trainer {
   TrainResult run();
 
  private:
+  /// Rank 0 locks --out and decides, from what it holds, whether the run resumes (collective).
+  void open_run_folder();
   void setup();
   void resume();
   /// Restores what `state` (read from `path`) holds into the model, the step and the loop.
@@ -85,6 +88,8 @@ class Trainer {
   model::NamedTensors resumable_state() const;
   /// This run as resume compares it with a checkpoint's.
   RunShape shape() const;
+  /// The run resumed at its end: says so and prints its final line (rank 0).
+  TrainResult report_finished();
 
   const TrainOptions& options_;
   const comm::MpiComm& mpi_;
@@ -106,6 +111,8 @@ class Trainer {
   /// plain path (no fold, no cache), to compare against.
   std::unique_ptr<model::FoldedBackbone> folded_;
   std::vector<std::string> labels_;
+  std::optional<RunFolder> folder_;  ///< rank 0: --out, locked for the whole run
+  bool resuming_ = false;
   int64_t first_epoch_ = 0;
   EpochPosition first_position_;
   double last_lr_ = 0.0;
@@ -121,8 +128,21 @@ model::NamedTensors Trainer::resumable_state() const {
 }
 
 RunShape Trainer::shape() const {
-  return {RunConfig::of(options_, labels_), mpi_.size(),
-          loader_->steps_per_epoch(SplitKind::kTrain)};
+  return {RunConfig::of(options_, labels_),
+          mpi_.size(),
+          loader_->steps_per_epoch(SplitKind::kTrain),
+          {loader_->store().store_id(), fs::absolute(options_.data).lexically_normal().string()}};
+}
+
+void Trainer::open_run_folder() {
+  // Slurm's one-rank guard ran before this (run_mpi_program): N one-rank worlds never get here.
+  // Every rank takes stop signals before --out appears (what launchers' scripts wait for).
+  PETS_MPI_CHECK(MPI_Barrier(mpi_.get()));
+  resuming_ = on_rank_0(mpi_, [&] {
+                folder_.emplace(options_.out, options_.resume, options_.overwrite);
+                for (const auto& n : folder_->notices()) log_.note(n);
+                return std::string(folder_->resume() ? "resume" : "new");
+              }) == "resume";
 }
 
 void Trainer::setup() {
@@ -192,7 +212,7 @@ void Trainer::setup() {
   step_ = std::make_unique<TrainStep>(*model_, *device_comm_, so, settings);
   const bool fold = !switches_.unfolded;
   evaluator_ = std::make_unique<Evaluator>(comm_, options_.bn_mode == BnMode::kEval && fold);
-  if (options_.resume) resume();
+  if (resuming_) resume();
   if (options_.bn_mode == BnMode::kEval && fold) {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
@@ -201,12 +221,16 @@ void Trainer::setup() {
 
 void Trainer::resume() {
   std::vector<std::string> notices;
-  const auto ckpt = agree_on_usage([&] { return load_latest_checkpoint(options_.out, &notices); });
-  for (const auto& n : notices) log_.note("warning: " + n);
-  if (!ckpt) {
-    log_.note("notice: --resume: no checkpoint in " + options_.out + "; starting from epoch 0");
-    return;
-  }
+  const auto ckpt = agree_on_usage([&] {
+    auto found = load_latest_checkpoint(options_.out, &notices);
+    for (const auto& n : notices) log_.note("warning: " + n);
+    if (!found)
+      throw UsageError("--resume: no checkpoint in " + options_.out + " can be read (" +
+                       std::to_string(notices.size()) +
+                       " refused, above), so there is nothing to continue; start over with "
+                       "--overwrite");
+    return found;
+  });
   const TrainingState state = agree_on_usage([&] {
     TrainingState s = TrainingState::from_checkpoint(*ckpt);
     check_resume_compatible(ckpt->path, s.shape(), s.mid_epoch(), shape(), options_.data);
@@ -354,6 +378,7 @@ void Trainer::save(int64_t epoch, const EpochPosition& position) {
   state.rank_buffers = rank_buffers;
   state.adam_exp_avg = step_->adam().exp_avg();
   state.adam_exp_avg_sq = step_->adam().exp_avg_sq();
+  state.store = shape().store;
   state.save(options_.out);
 }
 
@@ -375,6 +400,21 @@ std::string Trainer::export_model() const {
   return path;
 }
 
+TrainResult Trainer::report_finished() {
+  TrainResult result;
+  result.epochs = history_;
+  log_.note("--resume: the run in " + options_.out + " has finished all " +
+            std::to_string(options_.epochs) + " epochs; nothing to train");
+  if (!history_.empty()) log_.result(result_line(history_.back()));
+  if (mpi_.rank() != 0) return result;
+  // A run that stopped between its last checkpoint and its last files gets them now.
+  if (!fs::exists(fs::path(options_.out) / "metrics.jsonl")) write_metrics();
+  const fs::path model = fs::path(options_.out) / "model.safetensors";
+  result.final_model = fs::exists(model) ? model.string() : export_model();
+  log_.note("final model: " + result.final_model);
+  return result;
+}
+
 void Trainer::report_epoch(const EpochMetrics& metrics) {
   history_.push_back(metrics);
   log_.result(result_line(metrics));
@@ -385,11 +425,15 @@ TrainResult Trainer::run() {
   // Before the (slow) setup, so that an early preemption signal still ends in a checkpoint.
   install_stop_handlers();
   const auto start = Clock::now();
+  open_run_folder();
   setup();
-  if (mpi_.rank() == 0) {
-    std::error_code ec;
-    fs::create_directories(options_.out, ec);
-    if (ec) throw UsageError("--out " + options_.out + ": cannot create: " + ec.message());
+  if (resuming_ && first_epoch_ == options_.epochs) return report_finished();
+  if (options_.overwrite) {
+    const std::string removed =
+        on_rank_0(mpi_, [&] { return std::to_string(folder_->remove_earlier_run()); });
+    if (removed != "0")
+      log_.note("--overwrite: removed the earlier run's " + removed + " files from " +
+                options_.out);
   }
   TrainResult result;
   EpochPosition position = first_position_;

@@ -27,7 +27,8 @@ nlohmann::json TrainingState::to_json() const {
                           {"position", position},
                           {"last_lr", last_lr},
                           {"world_size", world_size},
-                          {"history", history}};
+                          {"history", history},
+                          {"store", {{"id", store.id}, {"path", store.path}}}};
   if (grad_scaler)
     state["grad_scaler"] = {{"scale", grad_scaler->scale},
                             {"growth_tracker", grad_scaler->growth_tracker}};
@@ -64,6 +65,11 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
     j.at("schedule_steps").get_to(s.schedule_steps);
     j.at("last_lr").get_to(s.last_lr);
     j.at("history").get_to(s.history);
+    // Checkpoints from before store ids have no "store": its id stays empty.
+    if (const auto it = j.find("store"); it != j.end()) {
+      it->at("id").get_to(s.store.id);
+      it->at("path").get_to(s.store.path);
+    }
     if (const auto it = j.find("grad_scaler"); it != j.end())
       s.grad_scaler =
           GradScalerState{it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>()};

@@ -84,6 +84,12 @@ TEST(PreprocessMpi, TwoRanksWriteTheSameStoreAsOne) {
     EXPECT_EQ(a.label_names(), b.label_names());
     EXPECT_EQ(a.skipped(), b.skipped());
     EXPECT_EQ(a.warnings(), b.warnings());
+    // Each file an identity of its own, however alike the contents (a checkpoint records it).
+    for (const Store* st : {&a, &b}) {
+      EXPECT_EQ(st->store_id().size(), 32u) << st->store_id();
+      EXPECT_EQ(st->store_id().find_first_not_of("0123456789abcdef"), std::string::npos);
+    }
+    EXPECT_NE(a.store_id(), b.store_id());
     for (SplitKind k : {SplitKind::kTrain, SplitKind::kEval}) {
       const SplitIndex &x = a.split(k), &y = b.split(k);
       ASSERT_EQ(x.size(), y.size());

@@ -64,7 +64,8 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
   EXPECT_EQ(o.threads, 0);
   EXPECT_EQ(o.out, "runs/pets");
-  EXPECT_FALSE(o.resume);
+  EXPECT_EQ(o.resume, pets::train::ResumeMode::kNo);
+  EXPECT_FALSE(o.overwrite);
 }
 
 TEST(TrainOptions, EveryOptionIsRead) {
@@ -105,7 +106,32 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.out, "runs/x");
-  EXPECT_TRUE(o.resume);
+  EXPECT_EQ(o.resume, pets::train::ResumeMode::kYes);
+}
+
+// --resume alone must find a checkpoint; --resume=auto (or `--resume auto`) is for jobs that
+// requeue themselves; --overwrite starts over. A config file written when --resume was a flag
+// (`resume = true|false`) still reads.
+TEST(TrainOptions, ResumeAndOverwrite) {
+  using pets::train::ResumeMode;
+  EXPECT_EQ(parse({"--data", "d", "--resume", "--out", "x"}).options.resume, ResumeMode::kYes);
+  EXPECT_EQ(parse({"--data", "d", "--resume=auto"}).options.resume, ResumeMode::kAuto);
+  EXPECT_EQ(parse({"--data", "d", "--resume", "auto"}).options.resume, ResumeMode::kAuto);
+  EXPECT_EQ(parse({"--data", "d", "--resume=no"}).options.resume, ResumeMode::kNo);
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--resume=maybe"}),
+                  "--resume must be yes (also given alone), no or auto, got 'maybe'");
+  EXPECT_TRUE(parse({"--data", "d", "--overwrite"}).options.overwrite);
+  for (const char* resume : {"--resume", "--resume=auto"})
+    EXPECT_MENTIONS(usage_error({"--data", "d", "--overwrite", resume}),
+                    "--overwrite starts a new run and --resume continues one");
+  const std::string path = temp_path("old_flag.cfg");
+  write_file(path, "data = d.h5\nresume = true\n");
+  EXPECT_EQ(parse({"--config", path.c_str()}).options.resume, ResumeMode::kYes);
+  write_file(path, "data = d.h5\nresume = false\noverwrite = true\n");
+  const TrainOptions o = parse({"--config", path.c_str()}).options;
+  EXPECT_EQ(o.resume, ResumeMode::kNo);
+  EXPECT_TRUE(o.overwrite);
+  std::remove(path.c_str());
 }
 
 TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
@@ -114,7 +140,7 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
   for (const char* name :
        {"--data", "--epochs", "--batch-size", "--eval-batch-size", "--max-lr", "--mixed-precision",
         "--seed", "--pretrained", "--bn-mode", "--device", "--threads", "--out", "--resume",
-        "--config", "--write-config", "--help"})
+        "--overwrite", "--config", "--write-config", "--help"})
     EXPECT_MENTIONS(r.help, name);
   for (const char* def : {"(=5)", "(=64)", "(=128)", "(=3e-2)", "(=no)", "(=42)", "(=train)",
                           "(=auto)", "(=0)", "(=runs/pets)"})
@@ -195,7 +221,7 @@ TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {
   EXPECT_DOUBLE_EQ(read.max_lr, 0.1);
   EXPECT_EQ(read.mixed_precision, pets::train::MixedPrecision::kBf16);
   EXPECT_EQ(read.seed, 7u);
-  EXPECT_TRUE(read.resume);
+  EXPECT_EQ(read.resume, pets::train::ResumeMode::kYes);
   EXPECT_EQ(read.out, "runs/a b");
   EXPECT_EQ(read.batch_size, 64);
   EXPECT_EQ(read.config, path);
@@ -216,7 +242,8 @@ TEST(TrainOptions, ConfigFileIsCommentedAndKeepsEmptyOptionsOut) {
   EXPECT_MENTIONS(text, "# pretrained = \n");  // empty default
   EXPECT_MENTIONS(text, "\nepochs = 5\n");
   EXPECT_MENTIONS(text, "\nmax-lr = 3e-2\n");  // as typed, and read back exactly (below)
-  EXPECT_MENTIONS(text, "\nresume = false\n");
+  EXPECT_MENTIONS(text, "\nresume = no\n");
+  EXPECT_MENTIONS(text, "\noverwrite = false\n");
   EXPECT_EQ(text.find("config ="), std::string::npos);
 }
 

@@ -19,7 +19,10 @@ RunShape run(int64_t world = 2, int64_t steps = 10) {
   o.batch_size = 8;
   o.max_lr = 0.03;
   o.seed = 42;
-  return {RunConfig::of(o, {"abyssinian", "beagle", "boxer"}), world, steps};
+  return {RunConfig::of(o, {"abyssinian", "beagle", "boxer"}),
+          world,
+          steps,
+          {"00112233445566778899aabbccddeeff", "/work/pets.h5"}};
 }
 
 /// The message of the UsageError the check throws, or "" when it accepts.
@@ -100,6 +103,37 @@ TEST(ResumeCheck, ConfigJsonRoundTripsAndKeepsItsKeys) {
   EXPECT_EQ(back.labels, c.labels);
   EXPECT_THROW(nlohmann::json::parse(R"({"epochs":4})").get<RunConfig>(),
                nlohmann::json::exception);
+}
+
+// Another store with the same labels and steps per epoch (pets_preprocess run again, another
+// split or other images): refused, naming the checkpoint, both stores and both ids.
+TEST(ResumeCheck, AnotherImageStoreIsRefusedNamingBothFiles) {
+  RunShape current = run();
+  current.store = {"ffeeddccbbaa99887766554433221100", "/work/other.h5"};
+  EXPECT_EQ(refusal(run(), false, current),
+            "out/ckpt-40.safetensors was written from the image store /work/pets.h5 (store_id "
+            "00112233445566778899aabbccddeeff); --data pets.h5 is another store (store_id "
+            "ffeeddccbbaa99887766554433221100; pets_preprocess gives every file it writes a new "
+            "id): resume with the store it was written from, or start over with --overwrite");
+  // The same store under another path (moved, copied, linked) is the same store.
+  current.store = {run().store.id, "/elsewhere/pets.h5"};
+  EXPECT_EQ(refusal(run(), true, current), "");
+}
+
+TEST(ResumeCheck, AMissingStoreIdIsHandled) {
+  RunShape saved = run(), current = run();
+  saved.store = {};  // a checkpoint from before store ids
+  const std::string old_checkpoint = refusal(saved, false, current);
+  EXPECT_NE(old_checkpoint.find("records no image store identity"), std::string::npos)
+      << old_checkpoint;
+  EXPECT_NE(old_checkpoint.find("--data pets.h5 (store_id 00112233"), std::string::npos)
+      << old_checkpoint;
+  current.store.id = "";  // a store from before store ids
+  const std::string old_store = refusal(run(), false, current);
+  EXPECT_NE(old_store.find("--data pets.h5 has no store_id"), std::string::npos) << old_store;
+  EXPECT_NE(old_store.find("/work/pets.h5"), std::string::npos) << old_store;
+  // Neither has one: nothing to compare; the other checks still apply.
+  EXPECT_EQ(refusal(saved, false, current), "");
 }
 
 }  // namespace

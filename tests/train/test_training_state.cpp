@@ -40,6 +40,7 @@ TrainingState sample(bool mid_epoch) {
   m.evaluated = 10;
   s.history = {m};
   s.grad_scaler = pets::train::GradScalerState{32768.0, 17};
+  s.store = {"0123456789abcdef0123456789abcdef", "/data/pets.h5"};
   torch::manual_seed(3);
   s.model = {{"fc.weight", torch::randn({2, 5})},
              {"fc.bias", torch::randn({2})},
@@ -98,7 +99,23 @@ TEST_F(TrainingStateTest, SavedAndReadBackUnchanged) {
     // What resume compares.
     EXPECT_EQ(r.shape().world_size, 2);
     EXPECT_EQ(r.shape().steps_per_epoch, 6);
+    EXPECT_EQ(r.shape().store.id, "0123456789abcdef0123456789abcdef");
+    EXPECT_EQ(r.shape().store.path, "/data/pets.h5");
   }
+}
+
+// A checkpoint written before store ids: read with an empty id, which resume then refuses
+// against any store that has one (test_resume_check.cpp).
+TEST_F(TrainingStateTest, CheckpointWithoutStoreReadsAsUnknownStore) {
+  const TrainingState s = sample(false);
+  pets::train::Checkpoint c;
+  c.path = "dir/ckpt-10.safetensors";
+  c.state = s.to_json();
+  c.state.erase("store");
+  c.tensors = s.tensors();
+  const TrainingState r = TrainingState::from_checkpoint(c);
+  EXPECT_EQ(r.store.id, "");
+  EXPECT_EQ(r.store.path, "");
 }
 
 TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
@@ -108,7 +125,9 @@ TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"adam_steps", "config", "epoch", "grad_scaler",
                                             "history", "last_lr", "position", "schedule_steps",
-                                            "steps_per_epoch", "world_size"}));
+                                            "steps_per_epoch", "store", "world_size"}));
+  EXPECT_EQ(j.at("store"), (nlohmann::json{{"id", "0123456789abcdef0123456789abcdef"},
+                                           {"path", "/data/pets.h5"}}));
   std::vector<std::string> names;
   for (const auto& [name, t] : s.tensors()) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{

@@ -2,7 +2,10 @@
 # userpaths_notebook: jobs/pets_train.ipynb, headless, where Slurm's client is installed but no
 # controller answers (issue 16, item 16): the notebook must launch with mpirun, not fail on srun;
 # run again with another epoch count it must train that run (not fail on the first run's
-# checkpoint) and plot it. PETS_LAUNCHER=bogus must be refused by the first cell.
+# checkpoint) and plot it; run again with the first epoch count it keeps its promise that
+# "running this cell again continues" (issue 16, items 2-4): the finished run prints its final
+# line (the store reused, so the checkpoint's store is the one given). PETS_LAUNCHER=bogus must
+# be refused by the first cell.
 # Arguments: SOURCE_DIR BIN_DIR WORKDIR MPIEXEC NPFLAG PREFLAGS
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 src=$1 bin=$2
@@ -61,6 +64,10 @@ PY
 run_notebook first 1
 run_notebook second 2
 ls -d nb/run-* >/dev/null 2>&1 || fail "no run folder under nb/"
+run_notebook again 1
+grep -q "has finished all 1 epochs" again.log again.ipynb 2>/dev/null ||
+  { fail "run again, the finished run does not say it is finished"; show again.log; }
+grep -q "using $work/nb/pets.h5" again.ipynb || fail "run again, the notebook made its store anew"
 
 PETS_LAUNCHER=bogus capture bogus.log jupyter nbconvert --to notebook --execute \
   --output-dir "$work" --output bogus.ipynb "$src/jobs/pets_train.ipynb"

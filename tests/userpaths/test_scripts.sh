@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # userpaths_scripts: the helper scripts a user meets first (issue 16, items 13-15).
 #   pets_demo.sh: extra arguments override the script's own (--epochs, --out); PETS_PER_CLASS
-#                 remakes an image folder written with another size.
+#                 remakes an image folder written with another size; run again it starts its
+#                 folder over on the same store, and --resume continues (items 2-4).
 #   fetch_weights.sh: writes the file it tells the user to pass to --pretrained, the one README
 #                 names; offline it names the URL and the file to copy by hand.
 #   interactive.sh --help: usage, status 0, nothing asked of Slurm.
@@ -85,4 +86,19 @@ images3=$(find demo/images -name '*.jpg' | wc -l)
 [ -s demo/other/metrics.jsonl ] || fail "pets_demo.sh --out: nothing in demo/other"
 check_eq "pets_demo.sh --out DIR --epochs 1: lines in DIR/metrics.jsonl" "$(wc -l <demo/other/metrics.jsonl 2>/dev/null)" 1
 pass "pets_demo.sh takes --epochs and --out over its own, and PETS_PER_CLASS remakes the images"
+# Run again into its own folder (issue 16, items 2-4): it starts it over (--overwrite) and keeps
+# the store while the images are the same; told --resume, it continues that run on that store
+# (finished: its final line again).
+store_time=$(stat -c %Y demo/pets.h5)
+PETS_PER_CLASS=3 demo demo3.log --epochs 1 --batch-size 16 --threads 1
+check_eq "pets_demo.sh run again: status" "$status" 0
+[ "$status" -eq 0 ] || show demo3.log
+check_eq "pets_demo.sh run again: lines in metrics.jsonl" "$(wc -l <demo/runs/demo/metrics.jsonl 2>/dev/null)" 1
+check_eq "pets_demo.sh run again: the store's time" "$(stat -c %Y demo/pets.h5)" "$store_time"
+PETS_PER_CLASS=3 demo demo4.log --epochs 1 --batch-size 16 --threads 1 --resume
+check_eq "pets_demo.sh --resume of the finished run: status" "$status" 0
+check_eq "pets_demo.sh --resume of the finished run: its final line" \
+  "$(grep '^epoch [0-9]*: ' demo4.log)" "$(grep '^epoch [0-9]*: ' demo3.log)"
+[ "$status" -eq 0 ] && grep -q "has finished all 1 epochs" demo4.log || show demo4.log
+pass "pets_demo.sh run again starts its folder over on the same store, and --resume continues it"
 finish

@@ -42,6 +42,9 @@ class H5Id {
   hid_t id_ = -1;
 };
 
+/// A new store identity (store::kStoreId): 128 bits from std::random_device, 32 hex digits.
+std::string new_store_id();
+
 /// Which half of the data set.
 enum class SplitKind { kTrain, kEval };
 
@@ -80,6 +83,8 @@ class Store {
   std::uint64_t seed() const { return seed_; }
   double train_fraction() const { return train_fraction_; }
   const std::string& tool_version() const { return tool_version_; }
+  /// The store_id attribute (store_schema.hpp); empty for a store written before it existed.
+  const std::string& store_id() const { return store_id_; }
   const std::vector<NameReason>& skipped() const { return skipped_; }
   const std::vector<NameReason>& warnings() const { return warnings_; }
 
@@ -97,6 +102,7 @@ class Store {
   std::uint64_t seed_ = 0;
   double train_fraction_ = 0.0;
   std::string tool_version_;
+  std::string store_id_;
   std::vector<NameReason> skipped_;
   std::vector<NameReason> warnings_;
 };

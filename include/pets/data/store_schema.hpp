@@ -7,7 +7,9 @@
 ///
 ///     /                     attributes: label_names (fixed strings [labels], id order),
 ///                           seed (uint64), train_fraction (double), max_side (int32),
-///                           schema_version (int32), tool_version (fixed string)
+///                           schema_version (int32), tool_version (fixed string),
+///                           store_id (fixed string: 32 hex digits, random, new for every file
+///                           pets_preprocess writes; a checkpoint records it, see train/)
 ///     /train, /eval         pixels  uint8 [total bytes], chunked, all images HWC back to back
 ///                           offsets uint64 [n]     first byte of image i in pixels
 ///                           shapes  int32 [n, 3]   (height, width, 3)
@@ -57,6 +59,8 @@ inline constexpr Field kTrainFraction{"train_fraction", kFloat64, 0};
 inline constexpr Field kMaxSide{"max_side", kInt32, 0};
 inline constexpr Field kSchemaVersion{"schema_version", kInt32, 0};
 inline constexpr Field kToolVersion{"tool_version", kString, 0};
+/// The store's identity: 128 random bits as 32 hex digits. Stores written before it have none.
+inline constexpr Field kStoreId{"store_id", kString, 0};
 
 /// The two split groups.
 inline constexpr const char* kTrainGroup = "train";

@@ -17,6 +17,13 @@ enum class MixedPrecision { kNo, kBf16, kFp16 };
 enum class BnMode { kTrain, kEval };
 /// Where the model runs: CUDA if present, or the named device.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
+/// --resume: whether the run continues from a checkpoint in --out.
+enum class ResumeMode {
+  kNo,    ///< a new run: --out must hold no earlier run (unless --overwrite)
+  kYes,   ///< continue from the latest checkpoint; an error when there is none to continue
+  kAuto,  ///< continue when --out holds a checkpoint, start a new run when it holds no run (jobs
+          ///< that requeue themselves)
+};
 
 /// Everything pets_train can be told. Defaults are the tutorial's where it has one; these
 /// member initialisers are the only place they are written (--help and --write-config print them).
@@ -33,9 +40,10 @@ struct TrainOptions {
   DeviceChoice device = DeviceChoice::kAuto;
   int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
-  bool resume = false;            ///< continue from the latest complete checkpoint in `out`
   ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
   double progress_interval = 30;                ///< seconds between progress lines (kLines)
+  ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
+  bool overwrite = false;         ///< start afresh in an `out` that holds a run, removing its files
   std::string config;             ///< the --config file read, if any (informational)
   std::string write_config;       ///< --write-config target; the program writes it and stops
 };
@@ -58,8 +66,8 @@ struct ParseResult {
 /// file. Throws pets::UsageError naming the option for: an unknown option or config key, a bad
 /// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
 /// unreadable config file or one naming a folder, a --write-config file whose folder is missing
-/// (a UTF-8 byte-order mark starting the config file is skipped). Does not touch the data file
-/// or the GPU (see check_paths, check_devices).
+/// (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
+/// --overwrite. Does not touch the data file or the GPU (see check_paths, check_devices).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
@@ -87,5 +95,6 @@ void check_devices(const TrainOptions& options, int cuda_device_count);
 std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);
 std::string to_string(DeviceChoice value);
+std::string to_string(ResumeMode value);
 
 }  // namespace pets::train

@@ -28,16 +28,24 @@ struct RunConfig {
 void to_json(nlohmann::json& j, const RunConfig& c);
 void from_json(const nlohmann::json& j, RunConfig& c);
 
-/// A run as resume compares it: its settings and how it cuts epochs into steps.
+/// The image store a run reads (pets_preprocess's store_id attribute, data/store_schema.hpp).
+struct StoreIdentity {
+  std::string id;    ///< empty: none (a store, or a checkpoint, from before store ids)
+  std::string path;  ///< where it was read, for messages
+};
+
+/// A run as resume compares it: its settings, its data and how it cuts epochs into steps.
 struct RunShape {
   RunConfig config;
   int64_t world_size = 1;       ///< ranks
   int64_t steps_per_epoch = 0;  ///< at world_size ranks
+  StoreIdentity store;
 };
 
 /// Throws pets::UsageError, naming `checkpoint_path`, when a checkpoint written by `saved` (inside
 /// an epoch when `mid_epoch`) cannot continue as `current`, reading `data_path`: other labels;
-/// another epoch count, per-rank batch, max lr, seed, BN mode or precision; a mid-epoch
+/// another epoch count, per-rank batch, max lr, seed, BN mode or precision; another image store
+/// (store ids differ, or only one of the two has one; the message names both files); a mid-epoch
 /// checkpoint at another rank count; at the same rank count, another number of steps per epoch
 /// (another data set). An end-of-epoch checkpoint resumes at any rank count.
 void check_resume_compatible(const std::string& checkpoint_path, const RunShape& saved,

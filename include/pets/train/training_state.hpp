@@ -38,6 +38,7 @@ struct TrainingState {
   double last_lr = 0.0;         ///< the lr of the last step taken
   std::vector<EpochMetrics> history;           ///< every finished epoch's metrics
   std::optional<GradScalerState> grad_scaler;  ///< fp16 runs only
+  StoreIdentity store;  ///< the image store trained on; id empty in older checkpoints
   /// What training changes in the model, under its state-dict names: fc's parameters and every
   /// buffer (BatchNorm statistics). The frozen weights come from --pretrained (or the seeded
   /// init) again on resume.
@@ -50,7 +51,7 @@ struct TrainingState {
 
   bool mid_epoch() const { return position.step > 0; }
   /// The run as resume compares it.
-  RunShape shape() const { return {config, world_size, steps_per_epoch}; }
+  RunShape shape() const { return {config, world_size, steps_per_epoch, store}; }
 
   /// The checkpoint's JSON state.
   nlohmann::json to_json() const;
