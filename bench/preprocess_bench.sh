@@ -61,12 +61,12 @@ for np in $nps; do
     n=$(count_jpg "$images") out="$work/store-$n-np$np.h5" log="$work/preprocess-$n-np$np.log"
     t0=$(date +%s.%N)
     PETS_REPORT_MEMORY=1 mpiexec -n "$np" --oversubscribe "$prep" --images "$images" --out "$out" \
-      --max-side "$max_side" --max-memory "$max_memory" >"$log" 2>&1 ||
-      { echo "preprocess_bench.sh: pets_preprocess failed, see $log" >&2; tail -5 "$log" >&2; exit 1; }
+      --max-side "$max_side" --max-memory "$max_memory" >"$log" 2>"$log.err" ||
+      { echo "preprocess_bench.sh: pets_preprocess failed, see $log" >&2; tail -5 "$log" "$log.err" >&2; exit 1; }
     t1=$(date +%s.%N)
     stored=$(sed -n 's/.*: \([0-9]*\) stored, .*/\1/p' "$log")
-    rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' "$log")
-    peaks=$(sed -n 's/^pets_preprocess: .* per rank (MiB): //p' "$log")
+    rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' "$log.err")
+    peaks=$(sed -n 's/^pets_preprocess: .* per rank (MiB): //p' "$log.err")
     bytes=$(stat -c %s "$out")
     [[ $keep -eq 1 ]] || rm -f "$out"
     json=$(python3 - "$n" "$np" "$t0" "$t1" "$stored" "$rounds" "$bytes" "$max_side" "$max_memory" $peaks <<'EOF'

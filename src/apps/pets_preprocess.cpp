@@ -60,12 +60,15 @@ int preprocess_main(int argc, char** argv) {
   o.max_memory = pets::data::parse_byte_size(max_memory, "--max-memory");
   const pets::data::PreprocessSummary s = pets::data::run_preprocess(o, MPI_COMM_WORLD);
   if (rank != 0) return 0;
-  std::cout << "pets_preprocess: " << o.out << ": " << s.line() << "\n";
-  for (const std::string& w : s.class_warnings) std::cerr << "warning: " << o.out << ": " << w << "\n";
+  // Whole lines, stdout flushed first: both streams often go to one log.
+  std::cout << "pets_preprocess: " << o.out << ": " << s.line() << std::endl;
+  for (const std::string& w : s.class_warnings)
+    std::cerr << ("warning: " + o.out + ": " + w + "\n") << std::flush;
   if (const char* v = std::getenv("PETS_REPORT_MEMORY"); v != nullptr && std::string(v) == "1") {
-    std::cerr << "pets_preprocess: " << s.rounds << " rounds; peak resident memory per rank (MiB):";
-    for (const std::uint64_t b : s.peak_resident) std::cerr << " " << (b + (1 << 19)) / (1 << 20);
-    std::cerr << "\n";
+    std::string line = "pets_preprocess: " + std::to_string(s.rounds) +
+                       " rounds; peak resident memory per rank (MiB):";
+    for (const std::uint64_t b : s.peak_resident) line += " " + std::to_string((b + (1 << 19)) >> 20);
+    std::cerr << line + "\n" << std::flush;
   }
   return 0;
 }

@@ -215,8 +215,9 @@ class PixelBuffer {
 
 /// What every rank knows about every candidate once its round is done.
 struct CandidateInfo {
-  std::vector<std::string> names;   ///< sorted file names
-  std::vector<std::string> labels;  ///< label of each name
+  std::vector<std::string> names;        ///< sorted file names
+  std::vector<std::string> label_table;  ///< the distinct labels of all names, sorted
+  std::vector<std::int32_t> label;       ///< index into label_table of each name
   std::vector<char> train;          ///< the split, decided on the candidate list before decoding
   std::vector<std::int32_t> height, width;  ///< of the stored image; 0 when skipped
   std::uint64_t bytes(std::size_t i) const {
@@ -257,7 +258,7 @@ class SplitWriter {
   /// Collective: the offsets, shapes, labels and names of the split's images (`members`, in
   /// store order); each rank writes a contiguous share of the rows.
   void finish(const CandidateInfo& info, const std::vector<std::int64_t>& members,
-              const std::vector<std::int32_t>& label_ids, std::size_t name_len, int rank,
+              const std::vector<std::int32_t>& member_labels, std::size_t name_len, int rank,
               int size) {
     const auto n = static_cast<std::int64_t>(members.size());
     const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
@@ -271,7 +272,7 @@ class SplitWriter {
       offsets.push_back(at);
       at += info.bytes(c);
       shapes.insert(shapes.end(), {info.height[c], info.width[c], 3});
-      labels.push_back(label_ids[c]);
+      labels.push_back(member_labels[static_cast<std::size_t>(k)]);
       std::memcpy(names.data() + static_cast<std::size_t>(k - lo) * name_len, info.names[c].data(),
                   info.names[c].size());
     }
@@ -407,17 +408,31 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
   }
   agree_or_throw(problem, comm);
 
-  // The folder listing, from rank 0 (one view of the file system for all).
-  entries = allgather_rows(entries, comm);  // only rank 0 contributes
+  // The folder listing, from rank 0 (one view of the file system for all), as one packed
+  // text ("name\0reason\0" per entry): a few bytes per file on every rank.
   CandidateInfo info;
   std::vector<NameReason> listing_skips;
-  for (const auto& e : entries) {
-    if (e.second.empty()) {
-      info.names.push_back(e.first);
-      info.labels.push_back(*label_from_filename(e.first));
-    } else {
-      listing_skips.push_back(e);
+  {
+    std::string packed;
+    for (const auto& e : entries) packed += e.first + '\0' + e.second + '\0';
+    std::vector<NameReason>().swap(entries);
+    packed = pets::comm::broadcast_string(std::move(packed), comm);
+    std::vector<std::string> labels;
+    for (std::size_t at = 0; at < packed.size();) {
+      const std::size_t name_end = packed.find('\0', at), reason_end = packed.find('\0', name_end + 1);
+      std::string name = packed.substr(at, name_end - at);
+      if (reason_end == name_end + 1) {
+        labels.push_back(*label_from_filename(name));
+        info.names.push_back(std::move(name));
+      } else {
+        listing_skips.emplace_back(std::move(name),
+                                   packed.substr(name_end + 1, reason_end - name_end - 1));
+      }
+      at = reason_end + 1;
     }
+    info.label_table = sorted_labels(labels);
+    info.label.reserve(labels.size());
+    for (const auto& l : labels) info.label.push_back(label_id(info.label_table, l));
   }
   const auto nc = static_cast<std::int64_t>(info.names.size());
   info.height.assign(static_cast<std::size_t>(nc), 0);
@@ -452,65 +467,73 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
                               SplitWriter(f, split_name(SplitKind::kEval), dxpl.get())};
 
     // Decode and append in rounds of a bounded number of images per rank.
-    const std::uint64_t largest = largest_image_bytes(o);
-    const auto per_rank = static_cast<std::int64_t>(std::clamp<std::uint64_t>(
-        o.max_memory / largest, 1, static_cast<std::uint64_t>(std::max<std::int64_t>(nc, 1))));
-    const std::int64_t window = per_rank * size;
-    const auto capacity = static_cast<std::size_t>(largest * static_cast<std::uint64_t>(per_rank));
-    PixelBuffer train_pixels(capacity), eval_pixels(capacity);
-    PixelBuffer* const buffers[2] = {&train_pixels, &eval_pixels};
-    Decoder decoder;
-    for (std::int64_t begin = 0; begin < nc; begin += window) {
-      const std::int64_t end = std::min(nc, begin + window);
-      decode_round(o, info, begin, end, comm, decoder, buffers, skips, warnings);
-      // Where this rank's bytes go: after the round's bytes of the lower ranks' shares.
-      const std::int64_t my_lo = begin + (end - begin) * rank / size;
-      std::uint64_t round_bytes[2] = {0, 0}, my_offset[2] = {0, 0};
-      for (std::int64_t i = begin; i < end; ++i) {
-        const auto c = static_cast<std::size_t>(i);
-        const int s = info.train[c] ? 0 : 1;
-        if (i < my_lo) my_offset[s] += info.bytes(c);
-        round_bytes[s] += info.bytes(c);
+    {  // one round of decoded pixels at a time
+      const std::uint64_t largest = largest_image_bytes(o);
+      const auto per_rank = static_cast<std::int64_t>(std::clamp<std::uint64_t>(
+          o.max_memory / largest, 1, static_cast<std::uint64_t>(std::max<std::int64_t>(nc, 1))));
+      const std::int64_t window = per_rank * size;
+      const auto capacity = static_cast<std::size_t>(largest * static_cast<std::uint64_t>(per_rank));
+      PixelBuffer train_pixels(capacity), eval_pixels(capacity);
+      PixelBuffer* const buffers[2] = {&train_pixels, &eval_pixels};
+      Decoder decoder;
+      for (std::int64_t begin = 0; begin < nc; begin += window) {
+        const std::int64_t end = std::min(nc, begin + window);
+        decode_round(o, info, begin, end, comm, decoder, buffers, skips, warnings);
+        // Where this rank's bytes go: after the round's bytes of the lower ranks' shares.
+        const std::int64_t my_lo = begin + (end - begin) * rank / size;
+        std::uint64_t round_bytes[2] = {0, 0}, my_offset[2] = {0, 0};
+        for (std::int64_t i = begin; i < end; ++i) {
+          const auto c = static_cast<std::size_t>(i);
+          const int s = info.train[c] ? 0 : 1;
+          if (i < my_lo) my_offset[s] += info.bytes(c);
+          round_bytes[s] += info.bytes(c);
+        }
+        for (int s = 0; s < 2; ++s) writers[s].append(round_bytes[s], my_offset[s], *buffers[s]);
+        ++summary.rounds;
       }
-      for (int s = 0; s < 2; ++s) writers[s].append(round_bytes[s], my_offset[s], *buffers[s]);
-      ++summary.rounds;
-    }
+    }  // the round buffers are unmapped here
 
     // Labels come from the stored images only: a skipped file never makes a class.
-    std::vector<std::string> stored_labels;
+    std::vector<char> label_stored(info.label_table.size(), 0);
     std::vector<std::int64_t> members[2];
     for (std::int64_t i = 0; i < nc; ++i) {
       const auto c = static_cast<std::size_t>(i);
       if (!info.stored(c)) continue;
-      stored_labels.push_back(info.labels[c]);
+      label_stored[static_cast<std::size_t>(info.label[c])] = 1;
       members[info.train[c] ? 0 : 1].push_back(i);
     }
+    const std::int64_t n_stored =
+        static_cast<std::int64_t>(members[0].size() + members[1].size());
     summary.skipped = allgather_rows(skips, comm);
     summary.skipped.insert(summary.skipped.end(), listing_skips.begin(), listing_skips.end());
     std::sort(summary.skipped.begin(), summary.skipped.end());
     summary.warnings = allgather_rows(warnings, comm);
-    if (stored_labels.empty())
+    if (n_stored == 0)
       throw UsageError("pets_preprocess: no usable image in " + o.images_dir + ": " +
                        skip_reasons_text(summary.skipped));
     for (int s = 0; s < 2; ++s) {
       if (members[s].empty())
         throw UsageError("pets_preprocess: no " + std::string(s == 0 ? "training" : "evaluation") +
-                         " image: all " + std::to_string(stored_labels.size()) +
+                         " image: all " + std::to_string(n_stored) +
                          " stored images fell into the other split (--train-fraction " +
                          format_number(o.train_fraction) + "; " +
                          skip_reasons_text(summary.skipped) + ")");
     }
-    const std::vector<std::string> label_names = sorted_labels(stored_labels);
-    std::vector<std::int32_t> label_ids(static_cast<std::size_t>(nc), -1);
-    std::vector<std::int32_t> split_labels[2];
-    for (int s = 0; s < 2; ++s) {
-      for (const std::int64_t i : members[s]) {
-        const auto c = static_cast<std::size_t>(i);
-        label_ids[c] = label_id(label_names, info.labels[c]);
-        split_labels[s].push_back(label_ids[c]);
-      }
+    // Ids among the stored labels, in the same (sorted) order as label_table.
+    std::vector<std::string> label_names;
+    std::vector<std::int32_t> id_of_table(info.label_table.size(), -1);
+    for (std::size_t t = 0; t < info.label_table.size(); ++t) {
+      if (!label_stored[t]) continue;
+      id_of_table[t] = static_cast<std::int32_t>(label_names.size());
+      label_names.push_back(info.label_table[t]);
     }
-    for (int s = 0; s < 2; ++s) writers[s].finish(info, members[s], label_ids, name_len, rank, size);
+    std::vector<std::int32_t> split_labels[2];
+    for (int s = 0; s < 2; ++s)
+      for (const std::int64_t i : members[s])
+        split_labels[s].push_back(
+            id_of_table[static_cast<std::size_t>(info.label[static_cast<std::size_t>(i)])]);
+    for (int s = 0; s < 2; ++s)
+      writers[s].finish(info, members[s], split_labels[s], name_len, rank, size);
 
     write_string_attr(f, store::kLabelNames.name, label_names, false);
     write_scalar_attr<std::uint64_t>(f, store::kSeed, o.seed);
@@ -523,7 +546,7 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     write_table(f, store::kWarningsTable, summary.warnings, rank, dxpl.get());
     file.close();
 
-    summary.stored = static_cast<std::int64_t>(stored_labels.size());
+    summary.stored = n_stored;
     summary.train = static_cast<std::int64_t>(members[0].size());
     summary.eval = static_cast<std::int64_t>(members[1].size());
     summary.labels = static_cast<std::int64_t>(label_names.size());
