@@ -2,7 +2,9 @@
 #include <mpi.h>
 
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "pets/comm/program.hpp"
 #include "pets/data/preprocess.hpp"
@@ -20,19 +22,27 @@ int preprocess_main(int argc, char** argv) {
   // The defaults are PreprocessOptions' member initialisers; doubles shown as a user types them.
   const pets::data::PreprocessOptions defaults;
   pets::data::PreprocessOptions o;
+  // Unsigned numbers are read as text: Boost would turn "-1" into 2^64-1.
+  std::string seed, max_pixels, max_memory;
   po::options_description desc("mpirun -np P pets_preprocess --images DIR --out FILE.h5 [options]");
   desc.add_options()("help,h", "show this help")(
       "images", po::value<std::string>(&o.images_dir)->required(), "folder of <breed>_<n>.jpg")(
       "out", po::value<std::string>(&o.out)->required(), "output HDF5 file")(
-      "seed", po::value<std::uint64_t>(&o.seed)->default_value(defaults.seed), "split seed")(
+      "seed", po::value<std::string>(&seed)->default_value(std::to_string(defaults.seed)),
+      "split seed (0 .. 2^64-1)")(
       "train-fraction",
       po::value<double>(&o.train_fraction)
           ->default_value(defaults.train_fraction, pets::format_number(defaults.train_fraction)),
-      "fraction of images for training")(
+      "fraction of the files for training, between 0 and 1")(
       "max-side", po::value<int>(&o.max_side)->default_value(defaults.max_side),
-      "downscale longer sides above this (0: keep)")(
-      "max-pixels", po::value<std::uint64_t>(&o.max_pixels)->default_value(defaults.max_pixels),
-      "skip images with more pixels (decompression bombs)");
+      "downscale longer sides above this (0: keep; else at least 8)")(
+      "max-pixels",
+      po::value<std::string>(&max_pixels)->default_value(std::to_string(defaults.max_pixels)),
+      "skip images with more pixels (decompression bombs)")(
+      "max-memory", po::value<std::string>(&max_memory)
+                        ->default_value(std::to_string(defaults.max_memory >> 20) + "M"),
+      "decoded pixels a rank holds at once (bytes, or with K, M, G): images are decoded and "
+      "written in rounds of this size");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -45,8 +55,21 @@ int preprocess_main(int argc, char** argv) {
     // Same argv on every rank: every rank throws, as run_mpi_program requires.
     throw pets::UsageError(std::string("pets_preprocess: ") + pets::program_options_message(e));
   }
+  o.seed = pets::data::parse_unsigned(seed, "--seed");
+  o.max_pixels = pets::data::parse_unsigned(max_pixels, "--max-pixels");
+  o.max_memory = pets::data::parse_byte_size(max_memory, "--max-memory");
   const pets::data::PreprocessSummary s = pets::data::run_preprocess(o, MPI_COMM_WORLD);
-  if (rank == 0) std::cout << "pets_preprocess: " << o.out << ": " << s.line() << "\n";
+  if (rank != 0) return 0;
+  // Whole lines, stdout flushed first: both streams often go to one log.
+  std::cout << "pets_preprocess: " << o.out << ": " << s.line() << std::endl;
+  for (const std::string& w : s.class_warnings)
+    std::cerr << ("warning: " + o.out + ": " + w + "\n") << std::flush;
+  if (const char* v = std::getenv("PETS_REPORT_MEMORY"); v != nullptr && std::string(v) == "1") {
+    std::string line = "pets_preprocess: " + std::to_string(s.rounds) +
+                       " rounds; peak resident memory per rank (MiB):";
+    for (const std::uint64_t b : s.peak_resident) line += " " + std::to_string((b + (1 << 19)) >> 20);
+    std::cerr << line + "\n" << std::flush;
+  }
   return 0;
 }
 

@@ -53,4 +53,28 @@ Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction) {
   return split;
 }
 
+std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
+                                                 const std::vector<std::int32_t>& train_labels,
+                                                 const std::vector<std::int32_t>& eval_labels) {
+  std::vector<std::string> out;
+  const auto missing = [&](const std::vector<std::int32_t>& labels, const char* what) {
+    std::vector<char> seen(label_names.size(), 0);
+    for (const std::int32_t l : labels)
+      if (l >= 0 && static_cast<std::size_t>(l) < seen.size()) seen[static_cast<std::size_t>(l)] = 1;
+    std::string names;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      if (seen[i]) continue;
+      names += (n++ ? ", " : "") + label_names[i];
+    }
+    if (n == 0) return;
+    out.push_back(std::to_string(n) + (n == 1 ? " class has no " : " classes have no ") + what +
+                  " image: " + names +
+                  " (the split is a seeded permutation of the files, not stratified by class)");
+  };
+  missing(train_labels, "training");
+  missing(eval_labels, "evaluation");
+  return out;
+}
+
 }  // namespace pets::data

@@ -12,6 +12,7 @@
 #if defined(PETS_HAVE_NCCL)
 #include "pets/comm/nccl_comm.hpp"
 #endif
+#include "pets/data/labels.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -180,6 +181,10 @@ void Trainer::setup() {
     if (loader_->steps_per_epoch(SplitKind::kEval) == 0)
       throw UsageError(options_.data + ": no evaluation images");
   });
+  for (const std::string& w : data::class_coverage_warnings(
+           labels_, loader_->store().split(SplitKind::kTrain).labels,
+           loader_->store().split(SplitKind::kEval).labels))
+    log_.note("warning: " + options_.data + ": " + w);
 
   model_ = model::ResNet50d(loader_->num_classes());
   if (!options_.pretrained.empty()) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end test of pets_synth and pets_preprocess.
-# Usage: test_cli.sh PETS_SYNTH PETS_PREPROCESS WORKDIR MPIEXEC NUMPROC_FLAG "PREFLAGS"
+# Usage: test_cli.sh PETS_SYNTH PETS_PREPROCESS WORKDIR MPIEXEC NUMPROC_FLAG "PREFLAGS" PETS_TRAIN
 # shellcheck source=../lib/testlib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
-[ $# -eq 6 ] || fatal "usage: test_cli.sh PETS_SYNTH PETS_PREPROCESS WORKDIR MPIEXEC NUMPROC_FLAG PREFLAGS"
-synth=$1 prep=$2
+[ $# -eq 7 ] || fatal "usage: test_cli.sh PETS_SYNTH PETS_PREPROCESS WORKDIR MPIEXEC NUMPROC_FLAG PREFLAGS PETS_TRAIN"
+synth=$1 prep=$2 train=$7
 use_mpiexec "$4" "$5" "$6"
 enter_workdir "$3"
 
@@ -25,7 +25,7 @@ out1=$(run_np 1 "$prep" --images imgs --out np1.h5 --max-side 64 2>&1) || fatal 
 out2=$(run_np 2 "$prep" --images imgs --out np2.h5 --max-side 64 2>&1) || fatal "-np 2 run exit $?: $out2"
 echo "$out1"
 [[ "$out1" == *"np1.h5: 119 stored, 7 skipped: "* ]] || fail "summary line: $out1"
-check_eq "-np 2's summary with -np 1's file name" "${out2/np2.h5/np1.h5}" "$out1"
+check_eq "-np 2's summary with -np 1's file name" "${out2//np2.h5/np1.h5}" "$out1"
 diff <(h5dump np1.h5 | tail -n +2) <(h5dump np2.h5 | tail -n +2) >/dev/null ||
   fail "-np 1 and -np 2 stores differ"
 h5dump -a /schema_version np1.h5 | grep -c "(0): 1" >/dev/null || fail "schema_version attribute"
@@ -36,6 +36,44 @@ run_np 2 "$prep" --images imgs --out seed7.h5 --seed 7 --max-side 64 >seed7.log 
 if diff <(h5dump -d /eval/names np1.h5 | tail -n +2) <(h5dump -d /eval/names seed7.h5 | tail -n +2) >/dev/null; then
   fail "--seed did not change the split"
 fi
+# Rounds (issue 15): one image per rank and round writes the same file as one round.
+PETS_REPORT_MEMORY=1 run_np 2 "$prep" --images imgs --out rounds.h5 --max-side 64 --max-memory 1 \
+  >rounds.log 2>&1 || { fail "--max-memory 1 run exit $?"; show rounds.log; }
+rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' rounds.log)
+[ "${rounds:-0}" -ge 50 ] || { fail "--max-memory 1 under -np 2: ${rounds:-no} rounds, want >= 50"; show rounds.log; }
+diff <(h5dump np1.h5 | tail -n +2) <(h5dump rounds.h5 | tail -n +2) >/dev/null ||
+  fail "a store written in $rounds rounds differs from one written in one round"
+
+# Labels come from stored images only (issue 16, item 1): broken files never make a class.
+"$synth" --out two --classes 2 --per-class 4 --quirks --seed 1 >/dev/null || fatal "pets_synth (two) exit $?"
+ln -s loopB_1.jpg two/loopA_1.jpg && ln -s loopA_1.jpg two/loopB_1.jpg
+capture two.log run_np 2 "$prep" --images two --out two.h5 --max-side 64
+check_eq "--classes 2 --quirks with a symlink loop: exit status" "$status" 0
+# Abyssinian and Bengal, and the 7 other breeds whose quirk file is stored.
+grep -q "two.h5: 16 stored, .* 9 labels;" two.log || { fail "--classes 2 --quirks: not 16 stored in 9 labels"; show two.log; }
+grep -q "loopA_1.jpg (unreadable file)" two.log || { fail "the symlink loop is not skipped"; show two.log; }
+h5dump -a /label_names two.h5 | grep -Eq '"(loop|chihuahua|havanese|pug)' && fail "skipped files made classes in two.h5"
+# Classes on one side of the split only are named, and the split's nature said.
+grep -q '^warning: two.h5: [0-9]* classes\? ha[sv]e\? no evaluation image: .*not stratified' two.log ||
+  { fail "no warning for classes without evaluation images"; show two.log; }
+# pets_train warns at start too (stopped before training by a missing --pretrained file).
+capture train_warn.log run_np 1 "$train" --data two.h5 --pretrained nowhere.safetensors --out train_warn
+check_eq "pets_train with a missing --pretrained: exit status" "$status" 2
+grep -q '^warning: two.h5: [0-9]* classes\? ha[sv]e\? no evaluation image: .*not stratified' train_warn.log ||
+  { fail "pets_train: no warning for classes without evaluation images"; show train_warn.log; }
+# The issue's folder: 4 good classes, a text file and a truncated JPEG with pet-like names.
+mkdir -p ghost && cp imgs/Abyssinian_*.jpg imgs/Birman_*.jpg imgs/Bombay_[0-9].jpg imgs/beagle_[0-9].jpg ghost/
+echo "not an image" >ghost/Ghost_1.jpg && head -c 2000 imgs/boxer_1.jpg >ghost/Trunc_1.jpg
+capture ghost.log run_np 2 "$prep" --images ghost --out ghost.h5 --max-side 64
+check_eq "ghost folder: exit status" "$status" 0
+labels=$(h5dump -a /label_names ghost.h5 | sed -n '/DATA {/,$p' | grep -Eo '"[A-Za-z_]+' | tr -d '"' | tr '\n' ' ')
+check_eq "ghost folder: labels" "$labels" "Abyssinian Birman Bombay beagle "
+# Label ids do not depend on which broken files exist.
+rm ghost/Ghost_1.jpg ghost/Trunc_1.jpg
+run_np 2 "$prep" --images ghost --out clean.h5 --max-side 64 >/dev/null 2>&1 || fail "clean ghost folder exit $?"
+diff <(h5dump -a /label_names ghost.h5 | tail -n +2) <(h5dump -a /label_names clean.h5 | tail -n +2) >/dev/null ||
+  fail "label names change with broken files"
+
 leftovers=$(find . -maxdepth 1 -name '*tmp*')
 [ -z "$leftovers" ] || fail "temporary files left: $leftovers"
 
@@ -46,10 +84,56 @@ expect_usage "bad fraction" "--train-fraction" run_np 2 "$prep" --images imgs --
 expect_usage "no folder" "nowhere" run_np 2 "$prep" --images nowhere --out bad.h5
 expect_usage "unwritable out" "no/such/dir" run_np 2 "$prep" --images imgs --out no/such/dir/bad.h5
 expect_usage "nothing usable" "empty" run_np 2 "$prep" --images empty --out bad.h5
+# Nothing usable says why, counted by reason (issue 16, item 10).
+grep -q "2 entries skipped (1 not a .jpg name, 1 not a JPEG, PNG or GIF)" usage.log ||
+  { fail "nothing usable: reasons not counted"; show usage.log; }
+expect_usage "--max-pixels 0" "over the pixel limit" run_np 2 "$prep" --images ghost --out bad.h5 --max-pixels 0
+grep -q "entries skipped (12 over the pixel limit)" usage.log || { fail "--max-pixels 0: reasons not counted"; show usage.log; }
+mkdir -p upper && cp imgs/Persian_1011.JPG upper/ && cp imgs/Abyssinian_1.jpg upper/Abyssinian_1.png
+expect_usage "only .JPG and .png" "2 not a .jpg name" run_np 2 "$prep" --images upper --out bad.h5
+expect_usage "--seed -1" "--seed" run_np 2 "$prep" --images imgs --out bad.h5 --seed -1
+expect_usage "--seed junk" "--seed" run_np 2 "$prep" --images imgs --out bad.h5 --seed 1x
+expect_usage "--max-pixels -1" "--max-pixels" run_np 2 "$prep" --images imgs --out bad.h5 --max-pixels -1
+expect_usage "--train-fraction 0" "--train-fraction" run_np 2 "$prep" --images imgs --out bad.h5 --train-fraction 0
+expect_usage "--train-fraction 1" "--train-fraction" run_np 2 "$prep" --images imgs --out bad.h5 --train-fraction 1
+expect_usage "--max-side 1" "--max-side" run_np 2 "$prep" --images imgs --out bad.h5 --max-side 1
+expect_usage "--max-memory 0" "--max-memory" run_np 2 "$prep" --images imgs --out bad.h5 --max-memory 0
+expect_usage "--max-memory 1T" "--max-memory" run_np 2 "$prep" --images imgs --out bad.h5 --max-memory 1T
+# A fraction that leaves one split empty for this folder.
+expect_usage "--train-fraction 0.01 on 12 files" "no training image" run_np 2 "$prep" --images ghost --out bad.h5 --train-fraction 0.01
 [ ! -e bad.h5 ] && [ ! -e no/such/dir/bad.h5 ] || fail "a failed run left a file at --out"
 
 # A run killed mid-way leaves nothing at --out (the store is renamed only when complete).
 "$synth" --out many --per-class 12 --seed 3 >/dev/null || fatal "pets_synth (many) exit $?"
+
+# Peak resident memory (VmHWM) bounded by --max-memory (issue 15): 444 images of 200-500 px
+# (about 80 MiB decoded per rank under -np 2). The base is a run on 2 images; one round holds
+# everything and must exceed the bound (so the bound is what keeps the other run low).
+# --max-pixels 300000 (all these images are below it) makes a round 4M / 900 KB = 4 images.
+mib() { sed -n 's/^pets_preprocess: .* per rank (MiB): //p' "$1"; }
+mkdir -p few && cp many/Abyssinian_1.jpg many/Bengal_1.jpg few/
+PETS_REPORT_MEMORY=1 run_np 2 "$prep" --images few --out few.h5 --max-side 0 --max-pixels 300000 --train-fraction 0.5 >few.log 2>&1 ||
+  { fail "few: exit $?"; show few.log; }
+PETS_REPORT_MEMORY=1 run_np 2 "$prep" --images many --out bounded.h5 --max-side 0 --max-pixels 300000 --max-memory 4M >bounded.log 2>&1 ||
+  { fail "--max-memory 4M: exit $?"; show bounded.log; }
+PETS_REPORT_MEMORY=1 run_np 2 "$prep" --images many --out oneround.h5 --max-side 0 --max-pixels 300000 >oneround.log 2>&1 ||
+  { fail "one round: exit $?"; show oneround.log; }
+read -r b0 b1 <<<"$(mib few.log)"
+read -r m0 m1 <<<"$(mib bounded.log)"
+read -r o0 o1 <<<"$(mib oneround.log)"
+echo "peak MiB per rank: base $b0 $b1, --max-memory 4M $m0 $m1, one round $o0 $o1"
+if [ -z "${b1:-}" ] || [ -z "${m1:-}" ] || [ -z "${o1:-}" ]; then
+  fail "no peak memory reported"; show few.log bounded.log oneround.log
+else
+  # Bound: base + 4 MiB of pixels + one image being decoded (<= 1.5 MiB) + slack for HDF5/MPI-IO.
+  for r in 0 1; do
+    b=$((r == 0 ? b0 : b1)) m=$((r == 0 ? m0 : m1)) o=$((r == 0 ? o0 : o1))
+    [ "$m" -le $((b + 4 + 12)) ] || fail "rank $r: peak $m MiB with --max-memory 4M, base $b MiB"
+    [ "$o" -gt $((b + 4 + 12)) ] || fail "rank $r: one round peaks at $o MiB, not above the bound (set too small to test)"
+  done
+fi
+h5diff bounded.h5 oneround.h5 >h5diff.log 2>&1 ||
+  { fail "--max-memory 4M and one round give different stores"; show h5diff.log; }
 np_timeout=0.4 np_signal=KILL run_np 2 "$prep" --images many --out killed.h5 --max-side 0 >/dev/null 2>&1
 rc=$?
 if [ $rc -eq 137 ]; then

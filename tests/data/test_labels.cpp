@@ -5,6 +5,7 @@
 
 #include "pets/util/error.hpp"
 #include "pets/data/labels.hpp"
+#include "pets/data/preprocess.hpp"
 #include "pets/testdata/synth.hpp"
 
 using namespace pets::data;
@@ -86,4 +87,46 @@ TEST(Split, EdgeFractions) {
   EXPECT_EQ(split_indices(5, 1, 1.0).eval.size(), 0u);
   EXPECT_EQ(split_indices(5, 1, 0.0).train.size(), 0u);
   EXPECT_THROW(split_indices(5, 1, 1.5), pets::Error);
+}
+
+TEST(ClassCoverage, NamesClassesMissingFromEachSplit) {
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  EXPECT_TRUE(class_coverage_warnings(names, {0, 1, 2, 3, 3}, {3, 2, 1, 0}).empty());
+  const std::vector<std::string> w = class_coverage_warnings(names, {0, 1, 1}, {0, 2});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].rfind("2 classes have no training image: c, d (", 0), 0u) << w[0];
+  EXPECT_EQ(w[1].rfind("2 classes have no evaluation image: b, d (", 0), 0u) << w[1];
+  EXPECT_NE(w[0].find("not stratified"), std::string::npos);
+  const std::vector<std::string> one = class_coverage_warnings(names, {0, 1, 2, 3}, {0, 1, 2});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].rfind("1 class has no evaluation image: d (", 0), 0u) << one[0];
+}
+
+TEST(SkipReasons, CountedByKindMostFrequentFirst) {
+  EXPECT_EQ(reason_kind("truncated JPEG: Premature end of JPEG file"), "truncated JPEG");
+  EXPECT_EQ(reason_kind("over the pixel limit (3x3 = 9 pixels > 0)"), "over the pixel limit");
+  EXPECT_EQ(reason_kind("name does not match ^(.*)_\\d+\\.jpg$"),
+            "name does not match ^(.*)_\\d+\\.jpg$");
+  EXPECT_EQ(reason_kind("empty file"), "empty file");
+  const std::vector<NameReason> skipped = {{"a.png", "not a .jpg name"},
+                                           {"b_1.jpg", "truncated JPEG: x"},
+                                           {"c.JPG", "not a .jpg name"},
+                                           {"d_1.jpg", "empty file"}};
+  EXPECT_EQ(skip_reasons_text(skipped),
+            "4 entries skipped (2 not a .jpg name, 1 empty file, 1 truncated JPEG)");
+  EXPECT_EQ(skip_reasons_text({}), "0 entries skipped");
+  EXPECT_EQ(skip_reasons_text({{"x", "empty file"}}), "1 entry skipped (1 empty file)");
+}
+
+TEST(PreprocessOptionText, ByteSizesAndUnsignedNumbers) {
+  EXPECT_EQ(parse_byte_size("1G", "--max-memory"), std::uint64_t{1} << 30);
+  EXPECT_EQ(parse_byte_size("512m", "--max-memory"), std::uint64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("64K", "--max-memory"), std::uint64_t{64} << 10);
+  EXPECT_EQ(parse_byte_size("12345", "--max-memory"), 12345u);
+  for (const char* bad : {"", "0", "0G", "-1", "1T", "G", "1.5G", "99999999999G", " 1"})
+    EXPECT_THROW(parse_byte_size(bad, "--max-memory"), pets::UsageError) << bad;
+  EXPECT_EQ(parse_unsigned("18446744073709551615", "--seed"), ~std::uint64_t{0});
+  EXPECT_EQ(parse_unsigned("0", "--seed"), 0u);
+  for (const char* bad : {"", "-1", "+1", "1x", "18446744073709551616", "0x10"})
+    EXPECT_THROW(parse_unsigned(bad, "--seed"), pets::UsageError) << bad;
 }

@@ -86,7 +86,10 @@ TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
   EXPECT_EQ(store.seed(), 42u);
   EXPECT_DOUBLE_EQ(store.train_fraction(), 0.8);
   EXPECT_TRUE(contains(store.tool_version(), "pets_preprocess"));
-  EXPECT_EQ(store.split(SplitKind::kTrain).size(), 36);  // floor(45 * 0.8)
+  // The split permutes the 48 candidate files (45 stored + chihuahua, havanese, pug): 38 train
+  // slots, floor(48 * 0.8), of which the three skipped files hold three.
+  EXPECT_EQ(store.split(SplitKind::kTrain).size(), 35);
+  EXPECT_EQ(store.split(SplitKind::kEval).size(), 10);
 
   // The stored pixels are the decoded file.
   const SplitIndex& tr = store.split(SplitKind::kTrain);
@@ -122,6 +125,9 @@ TEST(Preprocess, DecompressionBombsSkippedWithReasonsTheRestStored) {
   PreprocessOptions po;
   po.images_dir = so.out_dir;
   po.out = dir / "pets.h5";
+  // Both bombs draw evaluation slots: at 0.8 (8 train, 2 eval slots) they would leave no
+  // evaluation image, which is refused.
+  po.train_fraction = 0.5;
   const PreprocessSummary sum = run_preprocess(po, MPI_COMM_WORLD);
   EXPECT_EQ(sum.stored, 8);
   EXPECT_TRUE(contains(sum.line(), "8 stored, 2 skipped: ")) << sum.line();

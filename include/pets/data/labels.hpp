@@ -36,4 +36,12 @@ struct Split {
 /// returned sorted so that storage order follows the (sorted) file names.
 Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction);
 
+/// The classes of `label_names` with no image in a split, one warning per split that misses
+/// some ("2 classes have no evaluation image: Bengal, pug (...)"); empty when every class is in
+/// both. The split is a seeded permutation of the files, not stratified by class (as the
+/// tutorial's), so a small class can end up entirely on one side.
+std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
+                                                 const std::vector<std::int32_t>& train_labels,
+                                                 const std::vector<std::int32_t>& eval_labels);
+
 }  // namespace pets::data

@@ -1,9 +1,12 @@
 #pragma once
 /// \file
-/// pets_preprocess as a library call: every rank decodes a contiguous block of the sorted
-/// candidate files, the ranks agree on sizes with MPI (MPI_Exscan of byte counts gives each
-/// rank its offsets) and write one HDF5 store collectively through the MPI-IO driver. The file
-/// is written under a temporary name and renamed only when complete.
+/// pets_preprocess as a library call. The sorted candidate files are decoded in rounds: each
+/// round takes the next window of candidates, every rank decodes a contiguous share of it, the
+/// ranks agree on what each share produced (one MPI_Allgatherv of the decoded sizes) and append
+/// the round's pixels to the store with one collective write per split. A rank therefore holds
+/// at most one round of decoded pixels, whatever the size of the set, and the store's layout
+/// (candidate order) does not depend on the number of ranks or on the round size. The file is
+/// written under a temporary name and renamed only when complete.
 
 #include <mpi.h>
 
@@ -15,14 +18,21 @@
 
 namespace pets::data {
 
+/// The smallest --max-side other than 0 (keep): smaller images hold a few colours, not a pet.
+inline constexpr int kMinMaxSide = 8;
+
 /// The pets_preprocess command line.
 struct PreprocessOptions {
   std::string images_dir;
   std::string out;
   std::uint64_t seed = 42;
-  double train_fraction = 0.8;
-  int max_side = 512;                     ///< 0 keeps decoded sizes
+  double train_fraction = 0.8;            ///< in (0, 1): both splits must be able to hold images
+  int max_side = 512;                     ///< 0 keeps decoded sizes; else at least kMinMaxSide
   std::uint64_t max_pixels = 100'000'000; ///< decompression-bomb limit, from the header
+  /// Decoded pixels one rank holds at once (one round): a round takes max_memory divided by the
+  /// largest decoded size an image can have (3 * min(max_side^2, max_pixels)) images per rank,
+  /// at least one.
+  std::uint64_t max_memory = std::uint64_t{1} << 30;
 };
 
 /// What a run did (identical on every rank).
@@ -31,19 +41,44 @@ struct PreprocessSummary {
   std::int64_t train = 0;
   std::int64_t eval = 0;
   std::int64_t labels = 0;
+  std::int64_t rounds = 0;  ///< decode-and-write rounds
   std::vector<NameReason> skipped;
   std::vector<NameReason> warnings;
+  /// Classes that ended with no training or no evaluation image (class_coverage_warnings).
+  std::vector<std::string> class_warnings;
+  /// Each rank's peak resident memory (VmHWM) at the end of the run, in bytes (0: unknown).
+  std::vector<std::uint64_t> peak_resident;
   /// "N stored, M skipped: name (reason), ...; T train, E eval, L labels; K with warnings: ...".
   std::string line() const;
 };
 
 /// Runs the whole preprocessing on `comm` (collective). Bad options, a missing folder, an
-/// unusable output path or no usable image throw pets::UsageError on every rank; no file is
-/// ever left at options.out unless the run succeeded.
+/// unusable output path, no usable image or a split left empty throw pets::UsageError on every
+/// rank; no file is ever left at options.out unless the run succeeded.
 PreprocessSummary run_preprocess(const PreprocessOptions& options, MPI_Comm comm);
 
 /// The sorted entries of a folder with a skip reason for those that are not candidates
 /// ("directory", "not a .jpg name", "name does not match ...") and "" for candidates.
 std::vector<NameReason> classify_folder(const std::string& dir);
+
+/// The kind of a skip reason, without its details: the text before the first ": " or " ("
+/// ("truncated JPEG: premature end" -> "truncated JPEG").
+std::string reason_kind(const std::string& reason);
+
+/// "4 entries skipped (2 not a .jpg name, 1 truncated JPEG, 1 empty file)": the skipped entries
+/// counted by reason_kind, most frequent first (ties in byte order).
+std::string skip_reasons_text(const std::vector<NameReason>& skipped);
+
+/// A byte count as a user types it: digits with an optional K, M or G suffix (powers of 1024),
+/// e.g. "1G", "512M", "65536". Throws pets::UsageError naming `option` for anything else, for
+/// 0 and for values that overflow.
+std::uint64_t parse_byte_size(const std::string& text, const std::string& option);
+
+/// An unsigned decimal integer; a sign ("-1"), other characters or overflow throw
+/// pets::UsageError naming `option` (Boost would wrap "-1" around to 2^64-1).
+std::uint64_t parse_unsigned(const std::string& text, const std::string& option);
+
+/// This process's peak resident memory (VmHWM of /proc/self/status) in bytes; 0 when unknown.
+std::uint64_t peak_resident_bytes();
 
 }  // namespace pets::data
