@@ -127,9 +127,20 @@ void write_scalar_attr(hid_t obj, const store::Field& field, T value) {
 
 /// Creates a dataset of `dims` (first dimension global) and writes this rank's rows
 /// [first, first + rows) collectively; ranks without rows take part with an empty selection.
+/// Without a `dcpl`, in checksummed chunks of store::index_chunk_rows rows.
 void write_rows(hid_t parent, const char* name, hid_t file_type, hid_t mem_type, hid_t dxpl,
                 std::vector<hsize_t> dims, hsize_t first, hsize_t rows, const void* data,
                 hid_t dcpl = H5P_DEFAULT, bool unlimited = false) {
+  H5Id checksummed;
+  if (dcpl == H5P_DEFAULT) {
+    std::vector<hsize_t> chunk = dims;
+    chunk[0] = store::index_chunk_rows(dims[0]);
+    checksummed = H5Id(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    PETS_H5_CHECK(store::set_checksummed_chunks(checksummed.get(), static_cast<int>(chunk.size()),
+                                                chunk.data()));
+    dcpl = checksummed.get();
+    unlimited = true;
+  }
   std::vector<hsize_t> max_dims = dims;
   if (unlimited) max_dims[0] = H5S_UNLIMITED;
   H5Id space(
@@ -210,7 +221,7 @@ void write_split(hid_t file, const char* group_name, const std::vector<const Loc
   const hid_t g = group.get();
   H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   const hsize_t chunk = 1 << 20;
-  PETS_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &chunk));
+  PETS_H5_CHECK(store::set_checksummed_chunks(dcpl.get(), 1, &chunk));
   using store::file_type;
   using store::memory_type;
   write_rows(g, store::kPixels.name, file_type(store::kPixels.type),
@@ -376,6 +387,7 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
   {
     H5Id fapl(PETS_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
     PETS_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+    PETS_H5_CHECK(store::set_store_format(fapl.get()));
     H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
     if (!file.valid()) PETS_ERROR("cannot create " + tmp + ": " + hdf5_error_stack());
     H5Id dxpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
