@@ -101,8 +101,10 @@ make_seeds() {
     store)
       # A store as small as pets_preprocess writes one: 2 breeds x 2 images, 8 pixels a side.
       # Its pixel datasets come in 1 MiB chunks (2 MiB of a 2.6 KB image set), too big an input
-      # to mutate, so the seeds are that file repacked by h5repack: in 512-byte chunks (the
-      # layout pets_preprocess writes) and contiguous (the other layout a valid store may have).
+      # to mutate, so the seeds are that file repacked by h5repack, in the store's format (HDF5
+      # 1.10's newest, --low=2 --high=2) with its Fletcher32 checksums: pixels in 512-byte
+      # chunks, and every dataset in chunks of one row (64 pixel bytes), whose chunk indexes
+      # (extensible arrays) have more structures for the raw-byte mutations to damage.
       need_program "$synth" store && need_program "$preprocess" store || return 1
       command -v h5repack >/dev/null || { echo "run_fuzz.sh: h5repack (hdf5-tools) not found" >&2; return 1; }
       local tmp="$work/seeds/.store"
@@ -110,8 +112,11 @@ make_seeds() {
       "$synth" --out "$tmp/images" --classes 2 --per-class 2 --seed 3 >/dev/null &&
         $mpiexec "$preprocess" --images "$tmp/images" --out "$tmp/pets.h5" --max-side 8 \
           >"$tmp/preprocess.log" 2>&1 || { cat "$tmp/preprocess.log" >&2; return 1; }
-      h5repack -l /train/pixels,/eval/pixels:CHUNK=512 "$tmp/pets.h5" "$dir/chunked.h5" &&
-        h5repack -l CONTI "$tmp/pets.h5" "$dir/contiguous.h5" || return 1
+      local rows=/train/offsets,/train/labels,/train/names,/eval/offsets,/eval/labels,/eval/names
+      h5repack --low=2 --high=2 -l /train/pixels,/eval/pixels:CHUNK=512 "$tmp/pets.h5" \
+          "$dir/chunked.h5" &&
+        h5repack --low=2 --high=2 -l /train/pixels,/eval/pixels:CHUNK=64 -l "$rows:CHUNK=1" \
+          -l /train/shapes,/eval/shapes:CHUNK=1x3 "$tmp/pets.h5" "$dir/small_chunks.h5" || return 1
       ;;
     config)
       # What --write-config writes: the defaults, and every option away from its default.
@@ -140,8 +145,10 @@ fuzz_one() {
     return 1
   fi
   # fuzz_store's inputs are whole HDF5 files, which its mutator may grow by a few KB at once.
+  # No cross-over: splicing two files puts whole blocks, each with a valid checksum, where
+  # the other file's structures were (forgery, not damage: fuzz/README.md).
   local extra=()
-  [ "$t" != store ] || extra=(-max_len=65536 -len_control=0)
+  [ "$t" != store ] || extra=(-max_len=65536 -len_control=0 -cross_over=0)
   local before
   before=$(ls "$crashes")
   # The corpus folder comes first: libFuzzer writes new inputs there and only reads the seeds.

@@ -1,14 +1,19 @@
-// The mutator of fuzz_store: edits an HDF5 file through the HDF5 library, as
-// tests/data/make_bad_store.cpp damages a store, so that every input stays a well-formed HDF5
-// file whose *contents* break the store's schema. libFuzzer's own byte-level mutations would
-// mostly fuzz HDF5 1.10's parser of corrupt metadata instead, which has memory errors of its
-// own that this project cannot fix (a use-after-free in H5O__attr_exists within seconds).
+// The mutator of fuzz_store, two kinds of mutation:
 //
-// One call applies one or a few edits to a copy of the file in memory (HDF5's core driver):
-// an object's or attribute's bytes mutated by libFuzzer (LLVMFuzzerMutate, so comparisons the
-// schema checks make steer it), a dataset or attribute given other dimensions, rank or type,
-// an object or attribute deleted, a dataset replaced by a group or a link. The result is
-// copied into a fresh file (H5Ocopy), so inputs do not grow with the holes edits leave.
+// Through the HDF5 library, as tests/data/make_bad_store.cpp damages a store, so that the
+// input stays a well-formed HDF5 file whose *contents* break the store's schema: one or a few
+// edits to a copy of the file in memory (HDF5's core driver): an object's or attribute's bytes
+// mutated by libFuzzer (LLVMFuzzerMutate, so comparisons the schema checks make steer it), a
+// dataset or attribute given other dimensions, rank or type, an object or attribute deleted, a
+// dataset replaced by a group or a link. The result is copied into a fresh file (H5Ocopy) in
+// the store's checksummed format, so inputs do not grow with the holes edits leave.
+//
+// On the file's raw bytes, as a disk or a copy damages a store: bits flipped, bytes
+// overwritten, the file cut short, aimed at the superblock, at HDF5's structures (object
+// headers, chunk indexes, heaps: found by their signatures) or anywhere (mostly chunk data).
+// In the store's format every such byte is covered by a checksum, so HDF5 must refuse it
+// before parsing it (HDF5 1.10 parses unchecksummed metadata without checks enough: a
+// use-after-free in H5O__attr_exists within seconds of byte-level fuzzing of the old format).
 #include <hdf5.h>
 
 #include <algorithm>
@@ -193,20 +198,20 @@ void write_raw(hid_t obj, bool attr, hid_t type, std::size_t n, std::vector<std:
 }
 
 /// Replaces the dataset at `path` by one of `type` and `dims` holding (a prefix of) `bytes`.
-/// Large or empty extents are chunked with room to grow, as pets_preprocess's pixels are, so
-/// a dataset claiming 2^40 elements costs no space in the file.
+/// Chunked with room to grow and the Fletcher32 checksum, as pets_preprocess writes every
+/// dataset (a scalar cannot be chunked), so a dataset claiming 2^40 elements costs no space in
+/// the file.
 void recreate_dataset(hid_t file, const std::string& path, hid_t type,
-                      const std::vector<hsize_t>& dims, const std::vector<std::uint8_t>& bytes,
-                      bool chunked) {
+                      const std::vector<hsize_t>& dims, const std::vector<std::uint8_t>& bytes) {
   if (H5Ldelete(file, path.c_str(), H5P_DEFAULT) < 0) return;
   const std::size_t n = points(dims);
-  chunked = !dims.empty() &&
-            (chunked || n > kMaxEditBytes || n == 0 || n * H5Tget_size(type) > kMaxEditBytes);
+  const bool chunked = !dims.empty();
   H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
   if (chunked) {
     std::vector<hsize_t> chunk(dims.size());
     for (std::size_t i = 0; i < dims.size(); ++i) chunk[i] = std::clamp<hsize_t>(dims[i], 1, 64);
-    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+    pets::data::store::set_checksummed_chunks(dcpl.get(), static_cast<int>(chunk.size()),
+                                              chunk.data());
   }
   H5Id space = make_space(dims, chunked);
   H5Id d(H5Dcreate2(file, path.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
@@ -221,11 +226,6 @@ void recreate_attr(hid_t obj, const std::string& name, hid_t type, const std::ve
   H5Id space = make_space(dims, false);
   H5Id a(H5Acreate2(obj, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (a.valid()) write_raw(a.get(), true, type, n, bytes);
-}
-
-bool is_chunked(hid_t dataset) {
-  H5Id dcpl(H5Dget_create_plist(dataset));
-  return H5Pget_layout(dcpl.get()) == H5D_CHUNKED;
 }
 
 /// Mutates `bytes` with libFuzzer's mutations; keeps the size when `fixed`, else whole
@@ -272,9 +272,8 @@ void recreate_value(hid_t file, Value& v, hid_t type, const std::vector<hsize_t>
     v.a.reset();
     recreate_attr(v.obj.get(), v.name, type, dims, v.bytes);
   } else {
-    const bool chunked = is_chunked(v.obj.get());
     v.obj.reset();
-    recreate_dataset(file, v.owner, type, dims, v.bytes, chunked);
+    recreate_dataset(file, v.owner, type, dims, v.bytes);
   }
 }
 
@@ -340,9 +339,8 @@ void edit(hid_t file, Rng& rng) {
       if (dims.empty()) continue;
       dims[0] = n;
       const std::vector<std::uint8_t> bytes = read_raw(d.get(), false, type.get(), space.get());
-      const bool chunked = is_chunked(d.get());
       d.reset();
-      recreate_dataset(file, path, type.get(), dims, bytes, chunked);
+      recreate_dataset(file, path, type.get(), dims, bytes);
     }
   } else {
     // A dataset replaced by something else of the same name: a group, a soft link (to another
@@ -391,9 +389,55 @@ herr_t copy_attr(hid_t root, const char* name, const H5A_info_t*, void* data) {
   return 0;
 }
 
+herr_t read_attr(hid_t obj, const char* name, const H5A_info_t*, void* data) {
+  H5Id a(H5Aopen(obj, name, H5P_DEFAULT));
+  H5Id type(a.valid() ? H5Aget_type(a.get()) : -1);
+  H5Id space(a.valid() ? H5Aget_space(a.get()) : -1);
+  if (!type.valid() || !space.valid()) return -1;
+  const std::size_t n = points(dims_of(space.get()));
+  if (n > kMaxEditBytes || has_pointers(type.get())) return 0;
+  std::vector<std::uint8_t> buf(std::max<std::size_t>(n * H5Tget_size(type.get()), 1));
+  if (H5Aread(a.get(), type.get(), buf.data()) < 0) *static_cast<bool*>(data) = false;
+  return 0;
+}
+
+herr_t read_object(hid_t root, const char* name, const H5O_info_t* info, void* data) {
+  bool& ok = *static_cast<bool*>(data);
+  H5Id obj(H5Oopen(root, name, H5P_DEFAULT));
+  if (!obj.valid() ||
+      H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, read_attr, &ok) < 0) {
+    ok = false;
+    return -1;
+  }
+  if (info->type == H5O_TYPE_DATASET) {
+    H5Id type(H5Dget_type(obj.get()));
+    H5Id space(H5Dget_space(obj.get()));
+    const std::size_t n = points(dims_of(space.get()));
+    if (type.valid() && n <= kMaxEditBytes && !has_pointers(type.get())) {
+      std::vector<std::uint8_t> buf(std::max<std::size_t>(n * H5Tget_size(type.get()), 1));
+      if (H5Dread(obj.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) ok = false;
+    }
+  }
+  return ok ? 0 : -1;
+}
+
+/// True when every object, attribute and (small) dataset of the file loads and reads: the
+/// HDF5-level edits copy objects with H5Ocopy, which HDF5 1.10.8 crashes in when an object's
+/// metadata fails its checksum (a NULL datatype closed on the error path), so inputs damaged
+/// by the raw-byte mutations get only raw-byte mutations.
+bool loads_cleanly(hid_t file) {
+  bool ok = true;
+  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, read_object, &ok, H5O_INFO_BASIC) < 0)
+    ok = false;
+  H5Eclear2(H5E_DEFAULT);
+  return ok;
+}
+
+/// A file in memory, in the store's format (pets/data/store_schema.hpp).
 H5Id memory_fapl() {
   H5Id fapl(H5Pcreate(H5P_FILE_ACCESS));
   H5Pset_fapl_core(fapl.get(), 1 << 16, false);
+  pets::data::store::set_store_format(fapl.get());
   return fapl;
 }
 
@@ -402,11 +446,16 @@ H5Id memory_fapl() {
 std::vector<std::uint8_t> mutate_file(const std::uint8_t* data, std::size_t size,
                                       std::size_t max_size, unsigned seed) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  // Only files in the checksummed format, as Store: HDF5 1.10 crashes on damaged metadata of
+  // the older one (the regression inputs of schema version 1), here as anywhere.
+  if (size < 9 || std::memcmp(data, "\x89HDF\r\n\x1a\n", 8) != 0 ||
+      data[8] < pets::data::store::kMinSuperblockVersion)
+    return {};
   Rng rng(seed);
   H5Id fapl = memory_fapl();
   if (H5Pset_file_image(fapl.get(), const_cast<std::uint8_t*>(data), size) < 0) return {};
   H5Id in(H5Fopen("pets_fuzz_store_in", H5F_ACC_RDWR, fapl.get()));
-  if (!in.valid()) return {};
+  if (!in.valid() || !loads_cleanly(in.get())) return {};
   const int edits = 1 + static_cast<int>(pick(rng, 3));
   for (int i = 0; i < edits; ++i) edit(in.get(), rng);
 
@@ -425,17 +474,92 @@ std::vector<std::uint8_t> mutate_file(const std::uint8_t* data, std::size_t size
   return image;
 }
 
+/// Where HDF5's structures begin in a file image: the superblock's signature and the
+/// signatures of object headers and their continuation chunks, fixed and extensible array
+/// chunk indexes, version-2 B-trees, fractal and local heaps, version-1 B-trees and symbol
+/// table nodes, global heap collections.
+std::vector<std::size_t> structure_offsets(const std::uint8_t* data, std::size_t size) {
+  static const char* const kSignatures[] = {"\x89HDF", "OHDR", "OCHK", "FAHD", "FADB", "EAHD",
+                                            "EAIB",     "EASB", "EADB", "BTHD", "BTIN", "BTLF",
+                                            "FRHP",     "FHDB", "FHIB", "HEAP", "TREE", "SNOD",
+                                            "GCOL"};
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i + 4 <= size; ++i)
+    for (const char* sig : kSignatures)
+      if (std::memcmp(data + i, sig, 4) == 0) at.push_back(i);
+  return at;
+}
+
+/// One raw-byte damage of the file image in `bytes`, at the superblock, near a structure's
+/// signature, or anywhere: a bit flipped, up to 8 bytes overwritten with edge values or
+/// libFuzzer's mutation of a short window, or the file cut there.
+void damage_bytes(std::vector<std::uint8_t>& bytes, Rng& rng) {
+  if (bytes.empty()) return;
+  const std::vector<std::size_t> structures = structure_offsets(bytes.data(), bytes.size());
+  std::size_t at = 0;
+  switch (pick(rng, 4)) {
+    case 0:  // the superblock (48 bytes in versions 2 and 3)
+      at = pick(rng, 48);
+      break;
+    case 1:
+    case 2:  // a structure's header and first entries
+      at = structures.empty() ? pick(rng, bytes.size())
+                              : structures[pick(rng, structures.size())] + pick(rng, 96);
+      break;
+    default:  // anywhere: mostly chunk data
+      at = pick(rng, bytes.size());
+  }
+  at = std::min(at, bytes.size() - 1);
+  switch (pick(rng, 6)) {
+    case 0:
+    case 1:
+      bytes[at] ^= static_cast<std::uint8_t>(1u << pick(rng, 8));
+      break;
+    case 2: {  // an edge value, little-endian, of 1, 2, 4 or 8 bytes
+      const std::uint64_t values[] = {0,      1,          0x7f,       0x80,       0xff,
+                                              0xffff, 0x7fffffff, 0xffffffff, ~0ull,    1ull << 32,
+                                              bytes.size(), bytes.size() + 1};
+      const std::uint64_t v = values[pick(rng, std::size(values))];
+      const std::size_t width = std::size_t{1} << pick(rng, 4);
+      for (std::size_t i = 0; i < width && at + i < bytes.size(); ++i)
+        bytes[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+      break;
+    }
+    case 3:
+    case 4: {  // libFuzzer's mutation of up to 16 bytes, the size kept
+      const std::size_t len = std::min<std::size_t>(1 + pick(rng, 16), bytes.size() - at);
+      std::vector<std::uint8_t> window(bytes.begin() + static_cast<long>(at),
+                                       bytes.begin() + static_cast<long>(at + len));
+      mutate_bytes(window, 0, true);
+      std::copy(window.begin(), window.end(), bytes.begin() + static_cast<long>(at));
+      break;
+    }
+    default:  // the file cut short
+      bytes.resize(std::max<std::size_t>(at, 1));
+  }
+}
+
 }  // namespace
 
 extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size,
                                                std::size_t max_size, unsigned seed) {
-  // A few tries: an edit can come out too large, or do nothing (deleting what is missing).
-  for (unsigned attempt = 0; attempt < 4; ++attempt) {
-    const std::vector<std::uint8_t> image = mutate_file(data, size, max_size, seed + attempt);
-    if (!image.empty() && (image.size() != size || std::memcmp(image.data(), data, size) != 0)) {
-      std::memcpy(data, image.data(), image.size());
-      return image.size();
+  Rng rng(seed);
+  // Half of the mutations damage the raw bytes (one to three places), half edit the contents
+  // through HDF5; an input that no longer opens in HDF5 (already damaged) gets raw damage.
+  if (pick(rng, 2) == 0) {
+    // A few tries: an edit can come out too large, or do nothing (deleting what is missing).
+    for (unsigned attempt = 0; attempt < 4; ++attempt) {
+      const std::vector<std::uint8_t> image = mutate_file(data, size, max_size, seed + attempt);
+      if (!image.empty() && (image.size() != size || std::memcmp(image.data(), data, size) != 0)) {
+        std::memcpy(data, image.data(), image.size());
+        return image.size();
+      }
     }
   }
-  return size;
+  std::vector<std::uint8_t> bytes(data, data + size);
+  const int places = 1 + static_cast<int>(pick(rng, 3));
+  for (int i = 0; i < places; ++i) damage_bytes(bytes, rng);
+  const std::size_t n = std::min(bytes.size(), max_size);
+  std::memcpy(data, bytes.data(), n);
+  return n;
 }

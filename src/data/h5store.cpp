@@ -1,6 +1,7 @@
 #include "pets/data/h5store.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <type_traits>
@@ -87,6 +88,63 @@ namespace {
   throw UsageError("invalid image store " + path + ": " + what);
 }
 
+/// How to get a good store again, for every refusal that is not the user's mistake.
+constexpr const char* kRerun = "rerun pets_preprocess to write it again";
+
+herr_t innermost_cause(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::pair<std::string, bool>*>(data);
+  const std::string desc = err->desc ? err->desc : "";
+  if (n == 0) out->first = desc;
+  // HDF5 1.10's words for changed bytes: "incorrect metadata checksum after all read
+  // attempts" (superblock, object headers, chunk indexes), "data error detected by Fletcher32
+  // checksum" (a chunk's data).
+  if (desc.find("checksum") != std::string::npos) {
+    out->first = desc;
+    out->second = true;
+  }
+  return 0;
+}
+
+/// The cause of the failed HDF5 call, from its error stack (then cleared): a checksum that
+/// does not match says the file's bytes changed since pets_preprocess wrote them.
+std::string h5_cause() {
+  std::pair<std::string, bool> cause{"", false};
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cause, &cause);
+  if (!cause.second) return hdf5_root_cause();
+  H5Eclear2(H5E_DEFAULT);
+  return "the file is damaged (" + cause.first + "); " + kRerun;
+}
+
+/// The version byte of the HDF5 superblock of `path` (HDF5 looks for its signature at 0, 512,
+/// 1024, 2048 ...), read before HDF5 parses anything; -1 when there is none.
+int superblock_version(const std::string& path) {
+  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return -1;
+  int version = -1;
+  for (long at = 0; version < 0; at = at == 0 ? 512 : at * 2) {
+    unsigned char head[9];
+    if (std::fseek(f, at, SEEK_SET) != 0 || std::fread(head, 1, 9, f) != 9) break;
+    if (std::memcmp(head, kSignature, 8) == 0) version = head[8];
+  }
+  std::fclose(f);
+  return version;
+}
+
+/// Refuses a dataset without the Fletcher32 checksum of its chunks: its data could change
+/// unnoticed. pets_preprocess writes every dataset with it (store::set_checksummed_chunks).
+void require_checksum(const std::string& path, hid_t dataset, const std::string& what) {
+  H5Id dcpl(H5Dget_create_plist(dataset));
+  unsigned flags = 0;
+  std::size_t values = 0;
+  if (!dcpl.valid() || H5Pget_filter_by_id2(dcpl.get(), H5Z_FILTER_FLETCHER32, &flags, &values,
+                                            nullptr, 0, nullptr, nullptr) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    bad(path, what + " has no Fletcher32 checksum, so damage to it would go unnoticed; " +
+                  kRerun);
+  }
+}
+
 std::vector<hsize_t> dims_of(hid_t dataset_or_attr, bool attr) {
   H5Id space(attr ? H5Aget_space(dataset_or_attr) : H5Dget_space(dataset_or_attr));
   if (!space.valid()) return {};
@@ -119,7 +177,14 @@ void check_fits(const std::string& path, hid_t obj, bool attr, const std::string
   std::uint64_t limit = file_bytes;
   if (!attr) {
     H5Id dcpl(H5Dget_create_plist(obj));
-    if (H5Pget_nfilters(dcpl.get()) > 0) limit = file_bytes * 1032;
+    const int filters = H5Pget_nfilters(dcpl.get());
+    for (int i = 0; i < filters; ++i) {
+      unsigned flags = 0;
+      std::size_t values = 0;
+      if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &values, nullptr, 0,
+                         nullptr, nullptr) != H5Z_FILTER_FLETCHER32)
+        limit = file_bytes * 1032;  // a checksum adds bytes; only compression may shrink them
+    }
   }
   if (overflow || bytes > limit)
     bad(path, what + " claims " + (overflow ? std::string("over 2^64") : std::to_string(bytes)) +
@@ -143,7 +208,7 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
   std::vector<char> buf(n * len + 1, 0);
   const herr_t rc = attr ? H5Aread(obj, type.get(), buf.data())
                          : H5Dread(obj, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data());
-  if (rc < 0) bad(path, "cannot read " + what + ": " + hdf5_root_cause());
+  if (rc < 0) bad(path, "cannot read " + what + ": " + h5_cause());
   std::vector<std::string> out(n);
   for (std::size_t i = 0; i < n; ++i) {
     const char* s = buf.data() + i * len;
@@ -155,11 +220,13 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
 }
 
 H5Id open_attr(const std::string& path, hid_t file, const char* name) {
-  if (H5Aexists(file, name) <= 0)
-    bad(path, std::string("root attribute '") + name + "' is missing");
+  const htri_t exists = H5Aexists(file, name);
+  if (exists < 0)
+    bad(path, std::string("cannot look up attribute '") + name + "': " + h5_cause());
+  if (exists == 0) bad(path, std::string("root attribute '") + name + "' is missing");
   H5Id a(H5Aopen(file, name, H5P_DEFAULT));
   if (!a.valid())
-    bad(path, std::string("cannot open attribute '") + name + "': " + hdf5_root_cause());
+    bad(path, std::string("cannot open attribute '") + name + "': " + h5_cause());
   return a;
 }
 
@@ -177,7 +244,7 @@ T read_scalar_attr(const std::string& path, hid_t file, const store::Field& fiel
     bad(path, std::string("attribute '") + name + "' is not a scalar");
   T value{};
   if (H5Aread(a.get(), store::memory_type(field.type), &value) < 0)
-    bad(path, std::string("cannot read attribute '") + name + "': " + hdf5_root_cause());
+    bad(path, std::string("cannot read attribute '") + name + "': " + h5_cause());
   return value;
 }
 
@@ -192,9 +259,11 @@ H5Id open_dataset(const std::string& path, hid_t group, const std::string& gname
   const H5T_sign_t sign = field.type.sign;
   const int rank = field.rank;
   const std::string what = "/" + gname + "/" + name;
-  if (H5Lexists(group, name, H5P_DEFAULT) <= 0) bad(path, "dataset " + what + " is missing");
+  const htri_t exists = H5Lexists(group, name, H5P_DEFAULT);
+  if (exists < 0) bad(path, "cannot look up dataset " + what + ": " + h5_cause());
+  if (exists == 0) bad(path, "dataset " + what + " is missing");
   H5Id d(H5Dopen2(group, name, H5P_DEFAULT));
-  if (!d.valid()) bad(path, "cannot open dataset " + what + ": " + hdf5_root_cause());
+  if (!d.valid()) bad(path, "cannot open dataset " + what + ": " + h5_cause());
   H5Id type(H5Dget_type(d.get()));
   if (H5Tget_class(type.get()) != cls || (size != 0 && H5Tget_size(type.get()) != size) ||
       (cls == H5T_INTEGER && H5Tget_sign(type.get()) != sign))
@@ -217,25 +286,28 @@ std::vector<T> read_all(const std::string& path, hid_t d, hid_t mem_type, std::s
                         const std::string& what) {
   std::vector<T> v(count);
   if (count > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-    bad(path, "cannot read " + what + ": " + hdf5_root_cause());
+    bad(path, "cannot read " + what + ": " + h5_cause());
   return v;
 }
 
 std::vector<NameReason> read_table(const std::string& path, hid_t file, const char* name) {
   std::vector<NameReason> rows;
-  if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
-    bad(path, std::string("table /") + name + " is missing");
+  const htri_t exists = H5Lexists(file, name, H5P_DEFAULT);
+  if (exists < 0) bad(path, std::string("cannot look up table /") + name + ": " + h5_cause());
+  if (exists == 0) bad(path, std::string("table /") + name + " is missing");
   H5Id d(H5Dopen2(file, name, H5P_DEFAULT));
+  if (!d.valid()) bad(path, std::string("cannot open table /") + name + ": " + h5_cause());
   H5Id type(H5Dget_type(d.get()));
   if (!d.valid() || H5Tget_class(type.get()) != H5T_COMPOUND || H5Tget_nmembers(type.get()) != 2)
     bad(path, std::string("table /") + name + " is not a (name, reason) compound dataset");
   const std::vector<hsize_t> dims = dims_of(d.get(), false);
   if (dims.size() != 1) bad(path, std::string("table /") + name + " is not one-dimensional");
   check_fits(path, d.get(), false, std::string("table /") + name);
+  require_checksum(path, d.get(), std::string("table /") + name);
   const std::size_t row = H5Tget_size(type.get());
   std::vector<char> buf(dims[0] * row + 1, 0);
   if (dims[0] > 0 && H5Dread(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0)
-    bad(path, std::string("cannot read /") + name + ": " + hdf5_root_cause());
+    bad(path, std::string("cannot read /") + name + ": " + h5_cause());
   std::size_t off[2], len[2];
   for (unsigned m = 0; m < 2; ++m) {
     off[m] = H5Tget_member_offset(type.get(), m);
@@ -268,14 +340,21 @@ Store::Store(const std::string& path) : path_(path) {
     throw UsageError("cannot open image store " + path + ": not an HDF5 file (no HDF5 signature)");
   }
   if (is_hdf5 < 0) throw UsageError("cannot open image store " + path + ": " + hdf5_root_cause());
+  // Before HDF5 parses any metadata: HDF5 1.10 trusts unchecksummed metadata (superblock
+  // versions 0 and 1, version-1 object headers), and damaged bytes there can crash it.
+  const int superblock = superblock_version(path);
+  if (superblock < store::kMinSuperblockVersion)
+    bad(path, "written in HDF5's format without checksums (superblock version " +
+                  std::to_string(superblock) + "), as pets_preprocess wrote " +
+                  store::kSchemaVersion.name + " 1 and earlier; " + kRerun);
   file_ = H5Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!file_.valid())
-    throw UsageError("cannot open image store " + path + ": " + hdf5_root_cause());
+  if (!file_.valid()) throw UsageError("cannot open image store " + path + ": " + h5_cause());
   const hid_t f = file_.get();
   const auto version = read_scalar_attr<std::int32_t>(path, f, store::kSchemaVersion);
   if (version != store::kVersion)
     bad(path, std::string(store::kSchemaVersion.name) + " is " + std::to_string(version) +
-                  ", this program reads " + std::to_string(store::kVersion));
+                  ", this program reads " + std::to_string(store::kVersion) +
+                  (version < store::kVersion ? std::string("; ") + kRerun : std::string()));
   {
     H5Id a = open_attr(path, f, store::kLabelNames.name);
     label_names_ =
@@ -299,9 +378,15 @@ Store::Store(const std::string& path) : path_(path) {
   }
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
     const std::string g = split_name(kind);
-    if (H5Lexists(f, g.c_str(), H5P_DEFAULT) <= 0) bad(path, "group /" + g + " is missing");
+    const htri_t exists = H5Lexists(f, g.c_str(), H5P_DEFAULT);
+    if (exists < 0) bad(path, "cannot look up group /" + g + ": " + h5_cause());
+    if (exists == 0) bad(path, "group /" + g + " is missing");
     H5Id group(H5Gopen2(f, g.c_str(), H5P_DEFAULT));
-    if (!group.valid()) bad(path, "/" + g + " is not a group");
+    if (!group.valid()) {
+      const std::string cause = h5_cause();
+      bad(path, "/" + g + (cause.find(kRerun) != std::string::npos ? ": " + cause
+                                                                    : " is not a group"));
+    }
     SplitIndex& s = kind == SplitKind::kTrain ? train_ : eval_;
     const auto where = [&](const store::Field& field) {
       return "/" + store::dataset_path(g.c_str(), field);
@@ -321,6 +406,11 @@ Store::Store(const std::string& path) : path_(path) {
                     dims_text(dlab) + ", " + store::kOffsets.name + " " + dims_text(doff) + ", " +
                     store::kShapes.name + " " + dims_text(dsh) + ", " + store::kNames.name + " " +
                     dims_text(dnam));
+    require_checksum(path, pixels.get(), where(store::kPixels));
+    require_checksum(path, offsets.get(), where(store::kOffsets));
+    require_checksum(path, shapes.get(), where(store::kShapes));
+    require_checksum(path, labels.get(), where(store::kLabels));
+    require_checksum(path, names.get(), where(store::kNames));
     s.pixel_bytes = dp[0];
     s.offsets = read_all<std::uint64_t>(
         path, offsets.get(), store::memory_type(store::kOffsets.type), n, where(store::kOffsets));
@@ -378,9 +468,10 @@ Image Store::read_image(SplitKind kind, std::int64_t i) const {
   H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
   if (H5Dread(d, store::memory_type(store::kPixels.type), mem_space.get(), file_space.get(),
               H5P_DEFAULT, img.pixels.data()) < 0)
-    throw UsageError("cannot read image " + std::to_string(i) + " of /" +
+    throw UsageError("cannot read image " + std::to_string(i) + " (" +
+                     s.names[static_cast<std::size_t>(i)] + ") of /" +
                      store::dataset_path(split_name(kind), store::kPixels) + " in " + path_ + ": " +
-                     hdf5_root_cause());
+                     h5_cause());
   return img;
 }
 

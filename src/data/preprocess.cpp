@@ -151,14 +151,20 @@ void write_slab(hid_t dset, hid_t mem_type, hid_t dxpl, const std::vector<hsize_
   PETS_H5_CHECK(H5Dwrite(dset, mem_type, mem.get(), space.get(), dxpl, data));
 }
 
-/// Creates a dataset of `dims` (first dimension global) and writes this rank's rows
-/// [first, first + rows) collectively.
+/// Creates a dataset of `dims` (first dimension global), in checksummed chunks of
+/// store::index_chunk_rows rows, and writes this rank's rows [first, first + rows) collectively.
 void write_rows(hid_t parent, const char* name, hid_t file_type, hid_t mem_type, hid_t dxpl,
                 const std::vector<hsize_t>& dims, hsize_t first, hsize_t rows, const void* data) {
-  H5Id space(
-      PETS_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  std::vector<hsize_t> chunk = dims, max_dims = dims;
+  chunk[0] = store::index_chunk_rows(dims[0]);
+  max_dims[0] = H5S_UNLIMITED;  // chunked: HDF5 then allows an empty first dimension
+  H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  PETS_H5_CHECK(
+      store::set_checksummed_chunks(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
+  H5Id space(PETS_H5_CHECK(
+      H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data())));
   H5Id dset(PETS_H5_CHECK(
-      H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
   write_slab(dset.get(), mem_type, dxpl, dims, first, rows, data);
 }
 
@@ -236,7 +242,7 @@ class SplitWriter {
         dxpl_(dxpl) {
     H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
     const hsize_t chunk = 1 << 20;
-    PETS_H5_CHECK(H5Pset_chunk(dcpl.get(), 1, &chunk));
+    PETS_H5_CHECK(store::set_checksummed_chunks(dcpl.get(), 1, &chunk));
     const hsize_t dims = 0, max_dims = H5S_UNLIMITED;
     H5Id space(PETS_H5_CHECK(H5Screate_simple(1, &dims, &max_dims)));
     pixels_ = H5Id(PETS_H5_CHECK(H5Dcreate2(group_.get(), store::kPixels.name,
@@ -458,6 +464,8 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
   {
     H5Id fapl(PETS_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
     PETS_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
+    PETS_H5_CHECK(store::set_store_format(fapl.get()));
+    PETS_H5_CHECK(store::set_store_format(fapl.get()));
     H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
     if (!file.valid()) PETS_ERROR("cannot create " + tmp + ": " + hdf5_error_stack());
     H5Id dxpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));

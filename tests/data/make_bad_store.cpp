@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "pets/data/store_schema.hpp"
+#include "store_damage.hpp"
 
 namespace fs = std::filesystem;
 namespace store = pets::data::store;
+namespace damage = pets::data::testing;
 
 namespace {
 
@@ -94,10 +96,11 @@ int main(int argc, char** argv) {
          fs::copy_file(good, p);
          fs::resize_file(p, fs::file_size(p) * 2 / 3);
        }},
-      {"schema_v2.h5", std::string(store::kSchemaVersion.name) + " is 2",
+      {"schema_newer.h5",
+       std::string(store::kSchemaVersion.name) + " is " + std::to_string(store::kVersion + 1),
        [](hid_t f) {
          const hid_t a = H5Aopen(f, store::kSchemaVersion.name, H5P_DEFAULT);
-         const int v = 2;
+         const int v = store::kVersion + 1;
          check(H5Awrite(a, H5T_NATIVE_INT, &v) >= 0, "cannot write schema_version");
          H5Aclose(a);
        },
@@ -144,6 +147,33 @@ int main(int argc, char** argv) {
          write_first<std::uint64_t>(f, in(kTrain, store::kOffsets), H5T_NATIVE_UINT64, 1ull << 40);
        },
        nullptr},
+      // A store of the previous schema version, as pets_preprocess wrote it (no checksums).
+      {"schema_v1.h5", "rerun pets_preprocess", nullptr,
+       [&](const std::string& p) { damage::write_version1_store(good, p); }},
+      // One bit flipped in the bytes HDF5 checks: the superblock, object headers, a chunk.
+      {"superblock_byte.h5", "the file is damaged (incorrect metadata checksum", nullptr,
+       [&](const std::string& p) {
+         fs::copy_file(good, p);
+         damage::flip_byte(p, damage::kSuperblockByte);
+       }},
+      {"root_header_byte.h5", "the file is damaged (incorrect metadata checksum", nullptr,
+       [&](const std::string& p) {
+         fs::copy_file(good, p);
+         damage::flip_byte(p, damage::header_byte(p, "/"));
+       }},
+      {"labels_header_byte.h5",
+       named(kTrain, store::kLabels) + ": the file is damaged (incorrect metadata checksum",
+       nullptr,
+       [&](const std::string& p) {
+         fs::copy_file(good, p);
+         damage::flip_byte(p, damage::header_byte(p, in(kTrain, store::kLabels)));
+       }},
+      // Found only when pets_train reads the chunk, in its first step.
+      {"pixel_byte.h5", "(data error detected by Fletcher32 checksum)", nullptr,
+       [&](const std::string& p) {
+         fs::copy_file(good, p);
+         damage::flip_byte(p, damage::chunk_byte(p, in(kTrain, store::kPixels)));
+       }},
   };
   try {
     fs::create_directories(out);

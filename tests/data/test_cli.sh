@@ -28,7 +28,11 @@ echo "$out1"
 check_eq "-np 2's summary with -np 1's file name" "${out2//np2.h5/np1.h5}" "$out1"
 diff <(h5dump np1.h5 | tail -n +2) <(h5dump np2.h5 | tail -n +2) >/dev/null ||
   fail "-np 1 and -np 2 stores differ"
-h5dump -a /schema_version np1.h5 | grep -c "(0): 1" >/dev/null || fail "schema_version attribute"
+h5dump -a /schema_version np1.h5 | grep -c "(0): 2" >/dev/null || fail "schema_version attribute"
+# Written by 2 ranks in the checksummed format: superblock 3, every dataset with Fletcher32.
+h5dump -B -H np2.h5 | grep -q "SUPERBLOCK_VERSION 3" || fail "-np 2 store: not superblock version 3"
+checksummed=$(h5dump -p -H np2.h5 | grep -c "CHECKSUM FLETCHER32")
+check_eq "datasets with Fletcher32 in the -np 2 store" "$checksummed" 12
 h5dump -d /eval/labels np1.h5 >/dev/null || fail "no /eval/labels"
 # A different seed changes the split, not the set of stored images.
 run_np 2 "$prep" --images imgs --out seed7.h5 --seed 7 --max-side 64 >seed7.log 2>&1 ||

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "data_test_util.hpp"
+#include "store_damage.hpp"
 #include "pets/data/checks.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/data/labels.hpp"
@@ -222,14 +223,14 @@ TEST_F(BadStore, WrongSchemaNamesTheProblem) {
   const std::string version = schema::kSchemaVersion.name;
   const std::string train_labels = schema::dataset_path(schema::kTrainGroup, schema::kLabels);
   const std::string eval_names = schema::dataset_path(schema::kEvalGroup, schema::kNames);
-  expect(edited("v2.h5",
+  expect(edited("newer.h5",
                 [](hid_t f) {
                   hid_t a = H5Aopen(f, schema::kSchemaVersion.name, H5P_DEFAULT);
-                  const int v = 2;
+                  const int v = schema::kVersion + 1;
                   H5Awrite(a, H5T_NATIVE_INT, &v);
                   H5Aclose(a);
                 }),
-         version + " is 2");
+         version + " is " + std::to_string(schema::kVersion + 1));
   expect(edited("noversion.h5", [](hid_t f) { H5Adelete(f, schema::kSchemaVersion.name); }),
          "'" + version + "' is missing");
   expect(edited("noeval.h5", [](hid_t f) { H5Ldelete(f, schema::kEvalGroup, H5P_DEFAULT); }),
@@ -324,4 +325,129 @@ TEST_F(BadStore, LoaderBatchesOneRank) {
   EXPECT_TRUE(loader.next().has_value());
   loader.start_epoch(SplitKind::kTrain, 2);
   EXPECT_TRUE(loader.next().has_value());
+}
+
+namespace {
+/// The datasets of a store, as paths from the root.
+std::vector<std::string> store_datasets() {
+  std::vector<std::string> out{schema::kSkippedTable, schema::kWarningsTable};
+  for (const char* g : {schema::kTrainGroup, schema::kEvalGroup})
+    for (const schema::Field* f : {&schema::kPixels, &schema::kOffsets, &schema::kShapes,
+                                   &schema::kLabels, &schema::kNames})
+      out.push_back(schema::dataset_path(g, *f));
+  return out;
+}
+}  // namespace
+
+TEST_F(BadStore, WrittenInTheChecksummedFormat) {
+  silence_hdf5_errors();
+  H5Id f(H5Fopen(good_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(f.valid());
+  H5F_info2_t info;
+  ASSERT_GE(H5Fget_info2(f.get(), &info), 0);
+  EXPECT_GE(info.super.version, 2u) << "superblock without a checksum";
+  std::vector<std::string> objects = store_datasets();
+  objects.insert(objects.end(), {"/", schema::kTrainGroup, schema::kEvalGroup});
+  for (const std::string& name : objects) {
+    H5O_info_t oi;
+    ASSERT_GE(H5Oget_info_by_name2(f.get(), name.c_str(), &oi, H5O_INFO_HDR, H5P_DEFAULT), 0)
+        << name;
+    EXPECT_EQ(oi.hdr.version, 2u) << name << ": object header without a checksum";
+  }
+  for (const std::string& name : store_datasets()) {
+    H5Id d(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT));
+    H5Id dcpl(H5Dget_create_plist(d.get()));
+    EXPECT_EQ(H5Pget_layout(dcpl.get()), H5D_CHUNKED) << name;
+    unsigned flags = 0;
+    std::size_t n = 0;
+    EXPECT_GE(H5Pget_filter_by_id2(dcpl.get(), H5Z_FILTER_FLETCHER32, &flags, &n, nullptr, 0,
+                                   nullptr, nullptr),
+              0)
+        << name << " has no Fletcher32 checksum";
+    H5Eclear2(H5E_DEFAULT);
+  }
+}
+
+TEST_F(BadStore, ChangedBytesAreRefusedWithHdf5sChecksumError) {
+  using namespace pets::data::testing;
+  const std::string labels = schema::dataset_path(schema::kTrainGroup, schema::kLabels);
+  const std::string pixels = schema::dataset_path(schema::kTrainGroup, schema::kPixels);
+  const auto flipped = [&](const std::string& name, const std::function<std::uint64_t(
+                                                        const std::string&)>& where) {
+    const std::string p = copy(name);
+    flip_byte(p, where(p));
+    return p;
+  };
+  const auto expect = [](const std::string& p, const std::vector<std::string>& parts) {
+    ::testing::internal::CaptureStderr();
+    const std::string msg = usage_error_of([&] { Store s(p); });
+    const std::string printed = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(printed.empty()) << "HDF5 printed: " << printed;
+    EXPECT_TRUE(contains(msg, p)) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const std::string& part : parts) EXPECT_TRUE(contains(msg, part)) << part << ": " << msg;
+  };
+  const std::string metadata = "the file is damaged (incorrect metadata checksum";
+  const std::string rerun = "rerun pets_preprocess";
+  expect(flipped("superblock.h5", [](const std::string&) { return kSuperblockByte; }),
+         {"cannot open image store", metadata, rerun});
+  expect(flipped("root.h5", [](const std::string& p) { return header_byte(p, "/"); }),
+         {metadata, rerun});
+  expect(flipped("labels.h5", [&](const std::string& p) { return header_byte(p, labels); }),
+         {"/" + labels + ": " + metadata, rerun});
+  // Pixels are checked when read, as the loader reads them: the image named.
+  const std::string p = flipped("pixels.h5", [&](const std::string& p) {
+    return chunk_byte(p, pixels);
+  });
+  const Store s(p);
+  const std::string name = s.split(SplitKind::kTrain).names[0];
+  ::testing::internal::CaptureStderr();
+  const std::string msg = usage_error_of([&] { s.read_image(SplitKind::kTrain, 0); });
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  for (const std::string& part : {p, "image 0 (" + name + ") of /" + pixels,
+                                  std::string("(data error detected by Fletcher32 checksum)"), rerun})
+    EXPECT_TRUE(contains(msg, part)) << part << ": " << msg;
+}
+
+TEST_F(BadStore, PreviousSchemaVersionIsRefusedWithRerun) {
+  const std::string v1 = dir_ / "v1.h5";
+  pets::data::testing::write_version1_store(good_, v1);
+  std::string msg = usage_error_of([&] { Store s(v1); });
+  EXPECT_TRUE(contains(msg, v1) && contains(msg, "superblock version 0") &&
+              contains(msg, "rerun pets_preprocess"))
+      << msg;
+  // The checksummed format with the old number: refused by the number.
+  const std::string renumbered = edited("v1_number.h5", [](hid_t f) {
+    hid_t a = H5Aopen(f, schema::kSchemaVersion.name, H5P_DEFAULT);
+    const int v = schema::kVersion - 1;
+    H5Awrite(a, H5T_NATIVE_INT, &v);
+    H5Aclose(a);
+  });
+  msg = usage_error_of([&] { Store s(renumbered); });
+  EXPECT_TRUE(contains(msg, std::string(schema::kSchemaVersion.name) + " is " +
+                                std::to_string(schema::kVersion - 1)) &&
+              contains(msg, "rerun pets_preprocess"))
+      << msg;
+}
+
+TEST_F(BadStore, DatasetWithoutChecksumIsRefused) {
+  const std::string labels = schema::dataset_path(schema::kEvalGroup, schema::kLabels);
+  const std::string p = edited("plain_labels.h5", [&](hid_t f) {
+    hid_t d = H5Dopen2(f, labels.c_str(), H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d);
+    std::vector<std::int32_t> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(sp)));
+    H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(d);
+    H5Ldelete(f, labels.c_str(), H5P_DEFAULT);
+    const hsize_t n = v.size();
+    H5Sclose(sp);
+    sp = H5Screate_simple(1, &n, nullptr);  // contiguous: no filters
+    d = H5Dcreate2(f, labels.c_str(), H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(d);
+    H5Sclose(sp);
+  });
+  const std::string msg = usage_error_of([&] { Store s(p); });
+  EXPECT_TRUE(contains(msg, p) && contains(msg, "/" + labels + " has no Fletcher32 checksum"))
+      << msg;
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Damaged image stores given to pets_train under mpiexec -n 2: a file that is not HDF5, a
-# truncated one, another schema version, a dataset of the wrong dtype or shape, labels out of
-# range, counts that disagree, offsets past the pixels. Each: exit status 2, exactly one line
-# from the ranks, "error: ..." from rank 0, naming the file and the fault; no HDF5 diagnostic
-# dump, no Open MPI abort report, no --out folder. The damaged copies come from make_bad_store
+# truncated one, another schema version (a newer one, and the previous one as pets_preprocess
+# wrote it), a dataset of the wrong dtype or shape, labels out of range, counts that disagree,
+# offsets past the pixels, one bit flipped in the superblock, in an object header or in the
+# pixels (refused by HDF5's checksums; the pixels when the first training step reads them).
+# Each: exit status 2, exactly one line from the ranks, "error: ..." from rank 0, naming the
+# file and the fault; no HDF5 diagnostic dump, no Open MPI abort report, no --out folder. The damaged copies come from make_bad_store
 # ($PETS_MAKE_BAD_STORE), which prints each file with the text its error must contain.
 # usage: test_bad_data.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=script_common.sh
@@ -14,7 +16,7 @@ make_bad=${PETS_MAKE_BAD_STORE:-}
 "$synth" --out images --classes 3 --per-class 5 --seed 5 > /dev/null || fatal "pets_synth exit $?"
 run_np 1 "$preprocess" --images images --out good.h5 --max-side 64 > /dev/null || fatal "pets_preprocess exit $?"
 "$make_bad" good.h5 bad > cases.tsv || fatal "make_bad_store exit $?"
-[ "$(wc -l < cases.tsv)" -ge 10 ] || fatal "make_bad_store wrote $(wc -l < cases.tsv) cases, expected at least 10"
+[ "$(wc -l < cases.tsv)" -ge 16 ] || fatal "make_bad_store wrote $(wc -l < cases.tsv) cases, expected at least 16"
 
 while IFS=$'\t' read -r file expect; do
   name=$(basename "$file" .h5)
@@ -25,10 +27,12 @@ while IFS=$'\t' read -r file expect; do
   rc=$?
   what="$name ($expect)"
   [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; show "$name.log"; continue; }
-  # The ranks' lines are tagged; mpiexec's own note that a rank exited non-zero is not.
-  tagged=$(grep -c '^\[[0-9]*,[0-9]*\]<' "$name.log")
+  # The ranks' lines are tagged; mpiexec's own note that a rank exited non-zero is not. A
+  # store damaged only in its pixels passes the start-up, whose warnings come first.
+  ranks_said=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log" | grep -v '^\[[0-9]*,0\]<stderr>:warning: ')
+  tagged=$(printf '%s' "$ranks_said" | grep -c '')
   [ "$tagged" -eq 1 ] || { fail "$what: $tagged lines from the ranks, not 1"; show "$name.log"; continue; }
-  line=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log")
+  line=$ranks_said
   case "$line" in
     "[1,0]<stderr>:error: "*) ;;
     *) fail "$what: the line is not an error from rank 0 on stderr: $line"; continue ;;
@@ -40,7 +44,12 @@ while IFS=$'\t' read -r file expect; do
     fail "$what: HDF5 diagnostics in the output: $line"
   fi
   abort_report "$name.log" && fail "$what: Open MPI abort report"
-  [ ! -e "$out" ] || fail "$what: left an --out folder"
+  if [[ "$name" == pixel_* ]]; then
+    # Found in training, after --out was made: nothing may have been written into it.
+    [ -z "$(ls -A "$out" 2>/dev/null)" ] || fail "$what: left files in --out: $(ls "$out")"
+  else
+    [ ! -e "$out" ] || fail "$what: left an --out folder"
+  fi
   [ "$failures" -eq "$before" ] && echo "ok: $name: ${line#*error: }"
 done < cases.tsv
 

@@ -19,6 +19,12 @@
 ///     /warnings             compound {name, reason} [k]: stored files with decoder warnings
 ///
 /// Numbers are stored little-endian; strings are fixed-length and NUL-padded.
+///
+/// The file proves its own integrity: it is written in HDF5's newest file format
+/// (set_store_format: superblock version 3, version-2 object headers, array and B-tree chunk
+/// indexes, all with checksums of their metadata), and every dataset is chunked with the
+/// Fletcher32 checksum filter (set_checksummed_chunks), so HDF5 itself refuses a changed byte
+/// of metadata when it loads it and of data when it reads the chunk.
 
 #include <hdf5.h>
 
@@ -28,8 +34,30 @@
 
 namespace pets::data::store {
 
-/// The schema version this code writes and reads.
-inline constexpr std::int32_t kVersion = 1;
+/// The schema version this code writes and reads. Version 1 (pets_train 0.x before the
+/// checksummed format) wrote HDF5's earliest format, unchecksummed: refused with a request to
+/// rerun pets_preprocess.
+inline constexpr std::int32_t kVersion = 2;
+
+/// The oldest HDF5 superblock version a store may have: versions 2 and 3 carry a checksum,
+/// and files written with them hold only checksummed object headers.
+inline constexpr int kMinSuperblockVersion = 2;
+
+/// Sets a file access property list to write the store's format: the newest HDF5 file format
+/// this library knows, as both bounds (HDF5 1.10: H5F_LIBVER_V110, superblock version 3).
+inline herr_t set_store_format(hid_t fapl) {
+  return H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+}
+
+/// Sets a dataset creation property list to chunks of `chunk` (rank = its size) with the
+/// Fletcher32 checksum of each chunk, computed on write and checked on every read.
+inline herr_t set_checksummed_chunks(hid_t dcpl, int rank, const hsize_t* chunk) {
+  if (H5Pset_chunk(dcpl, rank, chunk) < 0) return -1;
+  return H5Pset_fletcher32(dcpl);
+}
+
+/// The rows of one chunk of the other datasets (at most 4096 rows: 256 KB of names).
+inline hsize_t index_chunk_rows(hsize_t rows) { return rows < 1 ? 1 : rows > 4096 ? 4096 : rows; }
 
 /// The element type of an attribute or dataset.
 struct ElementType {
