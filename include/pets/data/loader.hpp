@@ -112,8 +112,9 @@ class Loader {
   /// error.
   std::optional<Batch> next();
 
-  /// Builds one batch synchronously (what a worker does). Each image's bytes are read under the
-  /// store's lock; only the crop box's rows are read, and the resize runs outside the lock.
+  /// Builds one batch synchronously (what a worker does). Only each image's crop box is read
+  /// (Store::read_crop: outside the HDF5 lock when the store allows); the resize reads nothing
+  /// else, so the results equal transform_train / transform_eval of the whole image.
   Batch make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
 
  private:
