@@ -1,6 +1,12 @@
 #include "pets/data/h5store.hpp"
 
 #include <cstdio>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -450,6 +456,102 @@ Store::~Store() {
   file_.reset();
 }
 
+/// The file mapped read-only and the file address of every pixel chunk of one split (chunk k
+/// holds dataset bytes [k * chunk, (k + 1) * chunk)); kNoChunk where HDF5 gave none inside the
+/// file (the read then goes through HDF5, which reports the fault).
+struct Store::DirectReads {
+  static constexpr std::uint64_t kNoChunk = ~std::uint64_t{0};
+  const std::uint8_t* map = nullptr;
+  std::size_t map_bytes = 0;
+  std::uint64_t chunk = 0;
+  std::vector<std::uint64_t> address;
+
+  DirectReads() = default;
+  DirectReads(const DirectReads&) = delete;
+  DirectReads& operator=(const DirectReads&) = delete;
+  ~DirectReads() {
+    if (map != nullptr) munmap(const_cast<std::uint8_t*>(map), map_bytes);
+  }
+
+  /// Copies `count` blocks of `block` bytes, `stride` apart from dataset byte `start`; false
+  /// (dst partly written) when a chunk is not placed.
+  bool copy(std::uint64_t start, std::uint64_t stride, std::uint64_t count, std::uint64_t block,
+            std::uint8_t* dst) const {
+    for (std::uint64_t r = 0; r < count; ++r) {
+      std::uint64_t pos = start + r * stride;
+      for (std::uint64_t left = block; left > 0;) {
+        const std::uint64_t k = pos / chunk, within = pos % chunk;
+        if (k >= address.size() || address[k] == kNoChunk) return false;
+        const std::uint64_t n = std::min(left, chunk - within);
+        std::memcpy(dst, map + address[k] + within, n);
+        dst += n;
+        pos += n;
+        left -= n;
+      }
+    }
+    return true;
+  }
+};
+
+const Store::DirectReads* Store::direct_reads(SplitKind kind) const {
+  const int which = kind == SplitKind::kTrain ? 0 : 1;
+  std::call_once(direct_once_[which], [&] {
+    std::lock_guard<std::mutex> lock(h5_mutex());
+    // Any failure below leaves the split to HDF5's reads.
+    direct_[which] = [&]() -> std::unique_ptr<DirectReads> {
+      const hid_t d = (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_).get();
+      H5Id dcpl(H5Dget_create_plist(d));
+      hsize_t chunk = 0;
+      // Filtered chunks (a checksum, compression) must go through HDF5's pipeline.
+      if (!dcpl.valid() || H5Pget_nfilters(dcpl.get()) != 0 ||
+          H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_chunk(dcpl.get(), 1, &chunk) != 1 ||
+          chunk == 0)
+        return nullptr;
+      // HDF5's own descriptor (the sec2 driver's int): the very file it validated.
+      H5Id fapl(H5Fget_access_plist(file_.get()));
+      void* handle = nullptr;
+      if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
+          H5Fget_vfd_handle(file_.get(), fapl.get(), &handle) < 0 || handle == nullptr)
+        return nullptr;
+      const int fd = *static_cast<int*>(handle);
+      struct stat st {};
+      if (fstat(fd, &st) != 0 || st.st_size <= 0) return nullptr;
+      const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+      auto direct = std::make_unique<DirectReads>();
+      direct->chunk = chunk;
+      direct->address.assign(static_cast<std::size_t>((split(kind).pixel_bytes + chunk - 1) / chunk),
+                             DirectReads::kNoChunk);
+      // By coordinate: one index lookup per chunk (by number, HDF5 walks the index each time).
+      for (std::size_t k = 0; k < direct->address.size(); ++k) {
+        const hsize_t offset = static_cast<hsize_t>(k) * chunk;
+        hsize_t size = 0;
+        haddr_t address = HADDR_UNDEF;
+        unsigned mask = 0;
+        if (H5Dget_chunk_info_by_coord(d, &offset, &mask, &address, &size) >= 0 &&
+            address != HADDR_UNDEF && size == chunk && address <= file_bytes &&
+            size <= file_bytes - address)
+          direct->address[k] = address;
+      }
+      void* map = mmap(nullptr, static_cast<std::size_t>(file_bytes), PROT_READ, MAP_SHARED, fd, 0);
+      if (map == MAP_FAILED) return nullptr;
+      direct->map = static_cast<const std::uint8_t*>(map);
+      direct->map_bytes = static_cast<std::size_t>(file_bytes);
+      return direct;
+    }();
+    H5Eclear2(H5E_DEFAULT);
+  });
+  return direct_[which].get();
+}
+
+namespace {
+/// The calling thread's CPU time: what a read costs, whatever else runs on the machine.
+std::int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+}  // namespace
+
 Image Store::read_image(SplitKind kind, std::int64_t i) const {
   const SplitIndex& s = split(kind);
   PETS_CHECK(i >= 0 && i < s.size(), "image index out of range");
@@ -458,21 +560,69 @@ Image Store::read_image(SplitKind kind, std::int64_t i) const {
   img.height = shape[0];
   img.width = shape[1];
   img.pixels.resize(static_cast<std::size_t>(shape[0]) * shape[1] * 3);
+  read_crop(kind, i, CropBox{0, 0, shape[0], shape[1]}, img.pixels.data());
+  return img;
+}
+
+void Store::read_crop(SplitKind kind, std::int64_t i, const CropBox& box,
+                      std::uint8_t* dst) const {
+  const SplitIndex& s = split(kind);
+  PETS_CHECK(i >= 0 && i < s.size(), "image index out of range");
+  const auto& shape = s.shapes[static_cast<std::size_t>(i)];
+  PETS_CHECK(box.height > 0 && box.width > 0 && box.top >= 0 && box.left >= 0 &&
+                 box.top + box.height <= shape[0] && box.left + box.width <= shape[1],
+             "read_crop: crop box outside image " + std::to_string(i) + " (" +
+                 std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + ")");
+  // The box's rows as one strided selection of the flat HWC bytes: `height` blocks of
+  // width * 3 bytes, one stored row apart.
+  const hsize_t row = static_cast<hsize_t>(shape[1]) * 3;
+  const hsize_t start = s.offsets[static_cast<std::size_t>(i)] +
+                        static_cast<hsize_t>(box.top) * row + static_cast<hsize_t>(box.left) * 3;
+  const hsize_t count = static_cast<hsize_t>(box.height);
+  const hsize_t block = static_cast<hsize_t>(box.width) * 3;
+  const hsize_t total = count * block;
+  if (const DirectReads* direct = direct_reads(kind);
+      direct != nullptr && direct->copy(start, row, count, block, dst)) {
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    direct_reads_.fetch_add(1, std::memory_order_relaxed);
+    read_bytes_.fetch_add(static_cast<std::int64_t>(total), std::memory_order_relaxed);
+    return;
+  }
+  const auto wait_start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(h5_mutex());
+  const auto held_start = std::chrono::steady_clock::now();
+  const std::int64_t cpu_start = thread_cpu_ns();
   const hid_t d = (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_).get();
   H5Id file_space(PETS_H5_CHECK(H5Dget_space(d)));
-  const hsize_t start = s.offsets[static_cast<std::size_t>(i)];
-  const hsize_t count = img.pixels.size();
   PETS_H5_CHECK(
-      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
-  H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, &row, &count, &block));
+  H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &total, nullptr)));
   if (H5Dread(d, store::memory_type(store::kPixels.type), mem_space.get(), file_space.get(),
-              H5P_DEFAULT, img.pixels.data()) < 0)
+              H5P_DEFAULT, dst) < 0)
     throw UsageError("cannot read image " + std::to_string(i) + " (" +
                      s.names[static_cast<std::size_t>(i)] + ") of /" +
                      store::dataset_path(split_name(kind), store::kPixels) + " in " + path_ + ": " +
                      h5_cause());
-  return img;
+  const auto end = std::chrono::steady_clock::now();
+  const auto ns = [](auto a, auto b) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+  };
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  read_bytes_.fetch_add(static_cast<std::int64_t>(total), std::memory_order_relaxed);
+  lock_wait_ns_.fetch_add(ns(wait_start, held_start), std::memory_order_relaxed);
+  lock_held_ns_.fetch_add(ns(held_start, end), std::memory_order_relaxed);
+  lock_cpu_ns_.fetch_add(thread_cpu_ns() - cpu_start, std::memory_order_relaxed);
+}
+
+ReadStats Store::read_stats() const {
+  ReadStats r;
+  r.reads = reads_.load(std::memory_order_relaxed);
+  r.direct_reads = direct_reads_.load(std::memory_order_relaxed);
+  r.bytes = read_bytes_.load(std::memory_order_relaxed);
+  r.lock_held_seconds = static_cast<double>(lock_held_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  r.lock_wait_seconds = static_cast<double>(lock_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  r.lock_cpu_seconds = static_cast<double>(lock_cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  return r;
 }
 
 }  // namespace pets::data

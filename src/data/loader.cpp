@@ -1,6 +1,7 @@
 #include "pets/data/loader.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "pets/data/augment.hpp"
 #include "pets/data/rng.hpp"
@@ -54,32 +55,73 @@ std::vector<std::int64_t> Loader::step_indices(SplitKind kind, std::int64_t epoc
   return out;
 }
 
+std::uint64_t augment_seed(std::uint64_t seed, int rank, std::int64_t epoch,
+                           std::int64_t position) {
+  return mix_seed({seed, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(epoch),
+                   static_cast<std::uint64_t>(position), kAugmentTag});
+}
+
+namespace {
+
+/// The box an image is cropped to: train, RandomResizedCrop's, drawn first from the image's own
+/// stream (transform_train draws it the same way); eval, the whole image.
+CropBox image_box(SplitKind kind, const std::array<std::int32_t, 3>& shape, Rng* rng) {
+  if (kind == SplitKind::kTrain) return random_resized_crop_box(shape[0], shape[1], *rng);
+  return CropBox{0, 0, shape[0], shape[1]};
+}
+
+}  // namespace
+
 Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) const {
   Batch b;
   b.indices = step_indices(kind, epoch, step);
   b.n = static_cast<std::int64_t>(b.indices.size());
   b.h = b.w = options_.image_size;
   b.step = step;
-  const std::size_t per_image = 3 * static_cast<std::size_t>(b.h) * b.w;
-  b.pixels.resize(static_cast<std::size_t>(b.n) * per_image);
+  const SplitIndex& split = store_->split(kind);
   b.labels.resize(static_cast<std::size_t>(b.n));
+  b.boxes.resize(static_cast<std::size_t>(b.n));
   const std::int64_t batch = kind == SplitKind::kTrain ? options_.train_batch : options_.eval_batch;
   for (std::int64_t i = 0; i < b.n; ++i) {
-    const std::int64_t idx = b.indices[static_cast<std::size_t>(i)];
-    const Image img = store_->read_image(kind, idx);
-    b.labels[static_cast<std::size_t>(i)] =
-        store_->split(kind).labels[static_cast<std::size_t>(idx)];
-    float* out = b.pixels.data() + static_cast<std::size_t>(i) * per_image;
-    if (kind == SplitKind::kTrain) {
-      // One stream per (seed, rank, epoch) and position in it: results do not depend on which
-      // worker thread builds which batch.
-      Rng rng(mix_seed({options_.seed, static_cast<std::uint64_t>(options_.rank),
-                        static_cast<std::uint64_t>(epoch),
-                        static_cast<std::uint64_t>(step * batch + i), kAugmentTag}));
-      transform_train(img, rng, options_.image_size, out);
-    } else {
-      transform_eval(img, options_.image_size, out);
+    const auto k = static_cast<std::size_t>(i);
+    const auto idx = static_cast<std::size_t>(b.indices[k]);
+    b.labels[k] = split.labels[idx];
+    Rng rng(augment_seed(options_.seed, options_.rank, epoch, step * batch + i));
+    b.boxes[k] = image_box(kind, split.shapes[idx], &rng);
+  }
+  if (options_.output == LoaderOutput::kCrops) {
+    b.crop_offsets.resize(static_cast<std::size_t>(b.n));
+    for (std::size_t k = 0; k < b.boxes.size(); ++k) {
+      b.crop_offsets[k] = b.crop_bytes;
+      b.crop_bytes += static_cast<std::int64_t>(b.boxes[k].height) * b.boxes[k].width * 3;
     }
+    const auto bytes = static_cast<std::size_t>(b.crop_bytes);
+    if (options_.allocate_staging) {
+      b.crops = options_.allocate_staging(bytes);
+      PETS_CHECK(b.crops.data != nullptr || bytes == 0, "loader: staging allocation failed");
+    } else {
+      auto owner = std::make_shared<std::vector<std::uint8_t>>(bytes);
+      b.crops.data = owner->data();
+      b.crops.owner = std::move(owner);
+    }
+    for (std::size_t k = 0; k < b.boxes.size(); ++k)
+      store_->read_crop(kind, b.indices[k], b.boxes[k], b.crops.data + b.crop_offsets[k]);
+    return b;
+  }
+  // Only the box is read (under the store's lock); the resize, which reads nothing outside the
+  // box, runs on it outside the lock with the same arithmetic as on the whole image.
+  const std::size_t per_image = 3 * static_cast<std::size_t>(b.h) * b.w;
+  b.pixels.resize(static_cast<std::size_t>(b.n) * per_image);
+  std::vector<std::uint8_t> crop;
+  for (std::int64_t i = 0; i < b.n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const CropBox& box = b.boxes[k];
+    crop.resize(static_cast<std::size_t>(box.height) * box.width * 3);
+    store_->read_crop(kind, b.indices[k], box, crop.data());
+    float* out = b.pixels.data() + k * per_image;
+    resize_crop_bilinear(crop.data(), box.height, box.width, CropBox{0, 0, box.height, box.width},
+                         options_.image_size, options_.image_size, out);
+    normalize_hwc(out, options_.image_size, options_.image_size, out);
   }
   return b;
 }

@@ -94,6 +94,10 @@ std::vector<Entry> entries(const TrainOptions& o) {
              to_string(o.bn_mode)),
       valued("device", "auto | cpu | cuda (auto: CUDA device local_rank % count when present)",
              to_string(o.device)),
+      valued("input",
+             "auto | cpu | device: where crops are resized and normalised (auto: on the device "
+             "when it is CUDA, else by the CPU loader)",
+             to_string(o.input)),
       valued("threads", "CPU threads per rank; 0: the cores in the rank's affinity mask",
              o.threads),
       valued("out", "folder for checkpoints, metrics.jsonl and the final model", o.out, "DIR"),
@@ -185,6 +189,7 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.bn_mode = parse_enum(vm, "bn-mode", {BnMode::kTrain, BnMode::kEval});
   o.device =
       parse_enum(vm, "device", {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda});
+  o.input = parse_enum(vm, "input", {InputChoice::kAuto, InputChoice::kCpu, InputChoice::kDevice});
   o.threads = vm["threads"].as<int>();
   if (o.threads < 0)
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));
@@ -250,6 +255,18 @@ std::string to_string(ResumeMode value) {
       return "yes";
     case ResumeMode::kAuto:
       return "auto";
+  }
+  return "?";
+}
+
+std::string to_string(InputChoice value) {
+  switch (value) {
+    case InputChoice::kAuto:
+      return "auto";
+    case InputChoice::kCpu:
+      return "cpu";
+    case InputChoice::kDevice:
+      return "device";
   }
   return "?";
 }

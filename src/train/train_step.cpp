@@ -70,7 +70,7 @@ TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
 TrainStep::~TrainStep() = default;
 
 StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_requested,
-                          const model::FoldedBackbone* folded) {
+                          const model::FoldedBackbone* folded, const at::Tensor& images) {
   torch::nn::Linear& fc = model_.fc;
   const torch::Device device = fc->weight.device();
   const int64_t weight_numel = fc->weight.numel();
@@ -80,7 +80,8 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
       torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device));
   if (batch.n > 0) {
     const torch::Tensor features =
-        backbone_features(model_, folded, batch_images(batch, device), settings_.precision);
+        backbone_features(model_, folded, images.defined() ? images : batch_images(batch, device),
+                          settings_.precision);
     const auto loss = torch::nn::functional::cross_entropy(
         model_.forward_head(features), batch_labels(batch, device),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));

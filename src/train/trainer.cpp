@@ -24,6 +24,7 @@
 #include "pets/train/debug_switches.hpp"
 #include "pets/train/evaluation.hpp"
 #include "pets/train/run_folder.hpp"
+#include "pets/train/input_pipeline.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/train/training_state.hpp"
@@ -103,6 +104,7 @@ class Trainer {
   const DebugSwitches switches_;
   RankLog log_;
   std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<InputPipeline> input_;  ///< --input: where the loader's images are made
   model::ResNet50d model_{nullptr};
   torch::Device device_{torch::kCPU};
   std::unique_ptr<TrainStep> step_;
@@ -173,7 +175,11 @@ void Trainer::setup() {
   lo.seed = options_.seed;
   lo.workers = 1;  // one rank per core: a second decode thread would take the model's core
   lo.prefetch = 3;
+  const bool device_input = use_device_input(options_.input, device_);
+  configure_loader(lo, device_input, device_);
   loader_ = agree_on_usage([&] { return std::make_unique<data::Loader>(lo); });
+  input_ = std::make_unique<InputPipeline>(*loader_, device_, device_input);
+  if (device_input) log_.note("input: crops resized and normalised on " + device_.str());
   labels_ = loader_->store().label_names();
   agree_on_usage([&] {
     if (loader_->steps_per_epoch(SplitKind::kTrain) == 0)
@@ -292,18 +298,19 @@ void Trainer::restore(const TrainingState& state, const std::string& path) {
 bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
   model_->train(options_.bn_mode == BnMode::kTrain);
   const int64_t steps = loader_->steps_per_epoch(SplitKind::kTrain);
-  loader_->start_epoch(SplitKind::kTrain, epoch, position.step);
+  input_->start_epoch(SplitKind::kTrain, epoch, position.step);
   const int64_t first_step = position.step;
   const double seconds_before = position.seconds;
   const auto start = Clock::now();
   const auto stop_requested = [] { return stop_signal() != 0; };
   for (int64_t step = first_step; step < steps; ++step) {
     const auto wait_start = Clock::now();
-    std::optional<data::Batch> batch = loader_->next();
+    std::optional<data::Batch> batch = input_->next();
     position.wait_seconds += seconds_since(wait_start);
     PETS_CHECK(batch.has_value(), "loader ended the epoch after " + std::to_string(step) + " of " +
                                       std::to_string(steps) + " steps");
-    const StepResult result = step_->run(*batch, stop_requested, folded_.get());
+    const StepResult result =
+        step_->run(*batch, stop_requested, folded_.get(), input_->images(*batch));
     position.loss_sum += result.loss_sum;
     position.images += result.images;
     last_lr_ = result.lr;
@@ -348,12 +355,12 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
     epoch_fold = std::make_unique<model::FoldedBackbone>(*model_);
     backbone = epoch_fold.get();
   }
-  const BatchSource source{[&] { loader_->start_epoch(SplitKind::kEval, epoch); },
-                           [&] { return loader_->next(); }};
+  const BatchSource source{[&] { input_->start_epoch(SplitKind::kEval, epoch); },
+                           [&] { return input_->next(); }};
   const EvalCounts counts = evaluator_->run(
       source,
       [&](data::Batch& batch) {
-        return backbone_features(*model_, backbone, batch_images(batch, device_),
+        return backbone_features(*model_, backbone, input_->images(batch),
                                  options_.mixed_precision);
       },
       [&](const torch::Tensor& features) { return model_->forward_head(features); });

@@ -62,6 +62,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.pretrained, "");
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kTrain);
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
+  EXPECT_EQ(o.input, pets::train::InputChoice::kAuto);
   EXPECT_EQ(o.threads, 0);
   EXPECT_EQ(o.out, "runs/pets");
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kNo);
@@ -88,6 +89,8 @@ TEST(TrainOptions, EveryOptionIsRead) {
                                 "eval",
                                 "--device",
                                 "cpu",
+                                "--input",
+                                "device",
                                 "--threads",
                                 "3",
                                 "--out",
@@ -104,6 +107,7 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.pretrained, "m.safetensors");
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kEval);
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
+  EXPECT_EQ(o.input, pets::train::InputChoice::kDevice);
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.out, "runs/x");
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kYes);
@@ -139,8 +143,8 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
   EXPECT_EQ(r.action, Action::kHelp);
   for (const char* name :
        {"--data", "--epochs", "--batch-size", "--eval-batch-size", "--max-lr", "--mixed-precision",
-        "--seed", "--pretrained", "--bn-mode", "--device", "--threads", "--out", "--resume",
-        "--overwrite", "--config", "--write-config", "--help"})
+        "--seed", "--pretrained", "--bn-mode", "--device", "--input", "--threads", "--out",
+        "--resume", "--overwrite", "--config", "--write-config", "--help"})
     EXPECT_MENTIONS(r.help, name);
   for (const char* def : {"(=5)", "(=64)", "(=128)", "(=3e-2)", "(=no)", "(=42)", "(=train)",
                           "(=auto)", "(=0)", "(=runs/pets)"})
@@ -206,6 +210,7 @@ TEST(TrainOptions, BadEnumValues) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--mixed-precision", "fp8"}), "no, bf16, fp16");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--bn-mode", "frozen"}), "--bn-mode");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--device", "tpu"}), "--device");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--input", "gpu"}), "auto, cpu, device");
 }
 
 TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {

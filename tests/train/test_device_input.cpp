@@ -39,9 +39,9 @@ constexpr int kSize = 224;
 // 1.9e-6, over one crop at most 5.3e-6 and 4.7e-6. The bounds are about twice that, still a
 // hundred times below one grey level, so a one-pixel shift or a missing antialias filter (each
 // 0.01 or more; ToleranceDetectsAShiftOrAMissingAntialias) fails them.
-constexpr double kMaxAbs = 1.5e-4;     ///< any value
-constexpr double kCropMeanAbs = 1e-5;  ///< mean over one crop
-constexpr double kMeanAbs = 4e-6;      ///< mean over all crops of a test
+constexpr double kMaxAbs = pets::train::kInputMaxAbsDiff;          ///< any value
+constexpr double kCropMeanAbs = pets::train::kInputCropMeanAbsDiff;  ///< mean over one crop
+constexpr double kMeanAbs = pets::train::kInputMeanAbsDiff;  ///< mean over all crops of a test
 
 /// Pets-like content (edges, texture, noise) of any size.
 Image synthetic(int height, int width, std::int64_t index) {

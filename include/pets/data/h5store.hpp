@@ -6,7 +6,10 @@
 #include <hdf5.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,10 +67,21 @@ struct SplitIndex {
 /// A (name, reason) row of the skipped and warnings tables.
 using NameReason = std::pair<std::string, std::string>;
 
+/// What the reads of a Store cost so far, over all threads (the measure of how far more loader
+/// threads can scale: the HDF5 library serialises every call into it).
+struct ReadStats {
+  std::int64_t reads = 0;          ///< read_image / read_crop calls
+  std::int64_t direct_reads = 0;   ///< of which copied from the mapped file, outside the lock
+  std::int64_t bytes = 0;          ///< pixel bytes they read
+  double lock_held_seconds = 0.0;  ///< inside the HDF5 lock (wall clock)
+  double lock_cpu_seconds = 0.0;   ///< CPU time of the threads inside it
+  double lock_wait_seconds = 0.0;  ///< waiting for it (wall clock)
+};
+
 /// Read-only access to a store file. Opening validates the whole schema (every dataset's
 /// rank, shape and type class, the schema version, offsets inside pixels, label range) and
-/// throws pets::UsageError naming the file and the problem. read_image is thread-safe: the
-/// HDF5 library is not, so all calls into it are serialised.
+/// throws pets::UsageError naming the file and the problem. read_image and read_crop are
+/// thread-safe: the HDF5 library is not, so all calls into it are serialised.
 class Store {
  public:
   explicit Store(const std::string& path);
@@ -91,6 +105,18 @@ class Store {
   /// Reads image i of a split with one hyperslab read of its bytes.
   Image read_image(SplitKind kind, std::int64_t i) const;
 
+  /// Reads only `box` of image i into `dst` (box.height * box.width * 3 bytes, HWC); the bytes
+  /// outside the box are neither read nor copied. When the pixels are stored unfiltered (no
+  /// checksum or compression to apply), the rows are copied straight from the memory-mapped file
+  /// at the chunk addresses HDF5 reported on the split's first read, outside the HDF5 lock, so
+  /// threads read in parallel; otherwise (or for a chunk HDF5 did not place inside the file) one
+  /// strided hyperslab read under the lock. Throws pets::Error when the box does not lie inside
+  /// the image. Thread-safe.
+  void read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::uint8_t* dst) const;
+
+  /// The reads so far (thread-safe).
+  ReadStats read_stats() const;
+
  private:
   std::string path_;
   H5Id file_;
@@ -105,6 +131,18 @@ class Store {
   std::string store_id_;
   std::vector<NameReason> skipped_;
   std::vector<NameReason> warnings_;
+  /// Where each pixel chunk of a split lies in the file, for reads outside the HDF5 lock; made
+  /// on a split's first read (h5store.cpp).
+  struct DirectReads;
+  const DirectReads* direct_reads(SplitKind kind) const;
+  mutable std::once_flag direct_once_[2];
+  mutable std::unique_ptr<DirectReads> direct_[2];
+  mutable std::atomic<std::int64_t> reads_{0};
+  mutable std::atomic<std::int64_t> direct_reads_{0};
+  mutable std::atomic<std::int64_t> read_bytes_{0};
+  mutable std::atomic<std::int64_t> lock_held_ns_{0};
+  mutable std::atomic<std::int64_t> lock_wait_ns_{0};
+  mutable std::atomic<std::int64_t> lock_cpu_ns_{0};
 };
 
 }  // namespace pets::data

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,22 @@
 
 namespace pets::data {
 
+/// What a batch carries.
+enum class LoaderOutput {
+  kPixels,  ///< normalised float pixels, resized on the CPU (Batch::pixels)
+  kCrops,   ///< each image's crop box as uint8 bytes, for a device to resize and normalise
+};
+
+/// A host buffer the loader fills with crops: `data` holds at least the bytes asked for; `owner`
+/// keeps them alive (for a GPU, a page-locked tensor, which the data layer never sees as one).
+struct StagingBuffer {
+  std::uint8_t* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+
+/// Allocates a StagingBuffer of `bytes` bytes; called on a worker thread.
+using StagingAllocator = std::function<StagingBuffer(std::size_t bytes)>;
+
 /// Loader settings.
 struct LoaderOptions {
   std::string path;  ///< the HDF5 store
@@ -37,19 +54,35 @@ struct LoaderOptions {
   std::uint64_t seed = 42;
   int workers = 2;   ///< decode/augment threads
   int prefetch = 4;  ///< batches ready ahead of the consumer (bounded queue)
+  LoaderOutput output = LoaderOutput::kPixels;
+  /// kCrops: where the crop bytes go; empty: ordinary memory.
+  StagingAllocator allocate_staging;
 };
 
 /// One batch: normalised float pixels, channels last (NHWC: what the model consumes, viewed as
-/// an NCHW tensor with channels-last strides), plus labels.
+/// an NCHW tensor with channels-last strides), plus labels; or, with LoaderOutput::kCrops, the
+/// uint8 crops that resize to those pixels (train: the RandomResizedCrop box the CPU path draws
+/// from the same random stream; eval: the whole image).
 struct Batch {
-  std::vector<float> pixels;          ///< n * h * w * 3
+  std::vector<float> pixels;          ///< kPixels: n * h * w * 3; kCrops: empty
   std::vector<std::int64_t> labels;   ///< n
   std::vector<std::int64_t> indices;  ///< n, image indices within the split (for checks)
   std::int64_t n = 0;
   int h = 0;
   int w = 0;
   std::int64_t step = 0;  ///< index of the batch in the epoch
+  /// kCrops: crop i is boxes[i].height x boxes[i].width x 3 bytes (HWC) at crop_offsets[i] of
+  /// `crops`, packed in batch order; boxes are in the stored image's coordinates.
+  StagingBuffer crops;
+  std::int64_t crop_bytes = 0;
+  std::vector<CropBox> boxes;
+  std::vector<std::int64_t> crop_offsets;
 };
+
+/// The seed of the augmentation stream of image `position` (step * train_batch + i) of an epoch
+/// on `rank`: results do not depend on which worker thread builds which batch.
+std::uint64_t augment_seed(std::uint64_t seed, int rank, std::int64_t epoch,
+                           std::int64_t position);
 
 /// Reads, augments and batches this rank's share of a store, ahead of the consumer.
 class Loader {
@@ -79,7 +112,9 @@ class Loader {
   /// error.
   std::optional<Batch> next();
 
-  /// Builds one batch synchronously (what a worker does).
+  /// Builds one batch synchronously (what a worker does). Only each image's crop box is read
+  /// (Store::read_crop: outside the HDF5 lock when the store allows); the resize reads nothing
+  /// else, so the results equal transform_train / transform_eval of the whole image.
   Batch make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) const;
 
  private:

@@ -24,6 +24,9 @@ enum class ResumeMode {
   kAuto,  ///< continue when --out holds a checkpoint, start a new run when it holds no run (jobs
           ///< that requeue themselves)
 };
+/// Where the images are resized and normalised: by the loader on the CPU, or on the model's
+/// device from uint8 crops (pets/train/input_pipeline.hpp); auto: the device when it is CUDA.
+enum class InputChoice { kAuto, kCpu, kDevice };
 
 /// Everything pets_train can be told. Defaults are the tutorial's where it has one; these
 /// member initialisers are the only place they are written (--help and --write-config print them).
@@ -38,6 +41,7 @@ struct TrainOptions {
   std::string pretrained;           ///< safetensors with timm's keys; empty: random init
   BnMode bn_mode = BnMode::kTrain;  ///< see BnMode
   DeviceChoice device = DeviceChoice::kAuto;
+  InputChoice input = InputChoice::kAuto;  ///< see InputChoice
   int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
   ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
@@ -96,5 +100,6 @@ std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);
 std::string to_string(DeviceChoice value);
 std::string to_string(ResumeMode value);
+std::string to_string(InputChoice value);
 
 }  // namespace pets::train

@@ -71,9 +71,11 @@ class TrainStep {
   /// end: the update is that of the mean loss over the images of all ranks).
   /// `stop_requested` is asked just before the allreduce, which carries its answer to every rank
   /// (a signal that arrives during the forward pass stops the run at this step). `folded`, when
-  /// given, runs the backbone (--bn-mode eval). Collective over `comm`.
+  /// given, runs the backbone (--bn-mode eval). `images`, when defined, are the batch's images
+  /// already made on the model's device (the device input path); else batch_images(batch).
+  /// Collective over `comm`.
   StepResult run(data::Batch& batch, const std::function<bool()>& stop_requested,
-                 const model::FoldedBackbone* folded = nullptr);
+                 const model::FoldedBackbone* folded = nullptr, const at::Tensor& images = {});
 
   Adam& adam() { return *adam_; }
   const Adam& adam() const { return *adam_; }

@@ -1,0 +1,77 @@
+#pragma once
+/// \file
+/// Where the trainer's batches come from and on which path their images are made (--input):
+///   cpu     the loader resizes and normalises on its worker threads; the images are a view of
+///           its floats (CPU) or one copy of them (GPU). The default on the CPU.
+///   device  the loader only reads each image's crop box into a staging buffer (page-locked on
+///           CUDA; LoaderOutput::kCrops), and DeviceInput uploads, resizes and normalises it on
+///           the model's device, one batch ahead: on CUDA the next batch's upload and kernels run
+///           on the input stream while the current step runs. The default on CUDA.
+/// Both give the same images within DeviceInput's stated tolerance (tests/train/
+/// test_device_input.cpp; this part's test compares whole epochs of the two paths).
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "pets/data/loader.hpp"
+#include "pets/train/options.hpp"
+
+namespace pets::train {
+
+class DeviceInput;
+class PendingImages;
+
+/// Whether `choice` takes the device path for a model on `device`: `device` always, `auto` on
+/// CUDA only, `cpu` never.
+bool use_device_input(InputChoice choice, const c10::Device& device);
+
+/// Sets the loader's output for the chosen path: on the device path, crops staged into memory
+/// that InputPipeline can upload (page-locked when `device` is CUDA). Call before the Loader is
+/// made from `options`.
+void configure_loader(data::LoaderOptions& options, bool device_input, const c10::Device& device);
+
+/// The batches of one loader, with their images on the model's device.
+class InputPipeline {
+ public:
+  /// `loader` (which must outlive this) must have been configured by configure_loader with the
+  /// same `device_input` and `device`; throws pets::Error otherwise.
+  InputPipeline(data::Loader& loader, const c10::Device& device, bool device_input);
+  ~InputPipeline();
+  InputPipeline(const InputPipeline&) = delete;
+  InputPipeline& operator=(const InputPipeline&) = delete;
+
+  bool device_input() const { return device_input_; }
+
+  /// Starts an epoch of `kind` from `first_step` (data::Loader::start_epoch).
+  void start_epoch(data::SplitKind kind, std::int64_t epoch, std::int64_t first_step = 0);
+
+  /// The next batch (labels, indices and n on the host), or nothing at the epoch's end. On the
+  /// device path the batch after it is submitted before this returns, so that its upload and
+  /// resize overlap the caller's step.
+  std::optional<data::Batch> next();
+
+  /// The images of `batch`, the one next() returned last: [n, 3, size, size] float32,
+  /// channels-last, on the device (data::Batch's pixels on the CPU path).
+  at::Tensor images(data::Batch& batch);
+
+  /// True while a batch after the current one is submitted (the device path's prefetch).
+  bool has_ahead() const { return ahead_.has_value(); }
+
+ private:
+  void submit_next();
+
+  data::Loader& loader_;
+  c10::Device device_;
+  bool device_input_;
+  std::unique_ptr<DeviceInput> input_;
+  std::optional<data::Batch> ahead_;
+  std::unique_ptr<PendingImages> ahead_images_;
+  at::Tensor current_images_;
+  std::int64_t current_step_ = -1;
+};
+
+}  // namespace pets::train

@@ -1,0 +1,119 @@
+#include "pets/train/input_pipeline.hpp"
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pets/train/batch_tensors.hpp"
+#include "pets/train/device_input.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+
+namespace {
+
+/// The owner of a staging buffer made by configure_loader's allocator: the tensor itself, so
+/// that the upload reads LibTorch's own (pinned) allocation, whose reuse it can then defer.
+struct StagedBytes {
+  at::Tensor bytes;
+};
+
+bool pinned_for(const c10::Device& device) { return device.is_cuda(); }
+
+}  // namespace
+
+bool use_device_input(InputChoice choice, const c10::Device& device) {
+  return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
+}
+
+void configure_loader(data::LoaderOptions& options, bool device_input, const c10::Device& device) {
+  if (!device_input) {
+    options.output = data::LoaderOutput::kPixels;
+    options.allocate_staging = nullptr;
+    return;
+  }
+  options.output = data::LoaderOutput::kCrops;
+  const bool pinned = pinned_for(device);
+  options.allocate_staging = [pinned](std::size_t bytes) {
+    auto owner = std::make_shared<StagedBytes>();
+    owner->bytes = at::empty({static_cast<std::int64_t>(bytes)},
+                             at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+    data::StagingBuffer buffer;
+    buffer.data = owner->bytes.data_ptr<std::uint8_t>();
+    buffer.owner = std::move(owner);
+    return buffer;
+  };
+}
+
+InputPipeline::InputPipeline(data::Loader& loader, const c10::Device& device, bool device_input)
+    : loader_(loader), device_(device), device_input_(device_input) {
+  const data::LoaderOptions& lo = loader_.options();
+  const bool crops = lo.output == data::LoaderOutput::kCrops;
+  PETS_CHECK(crops == device_input_ && (!crops || lo.allocate_staging),
+             std::string("input pipeline: the loader was not configured for the ") +
+                 (device_input_ ? "device" : "cpu") + " input path (configure_loader)");
+  if (device_input_) input_ = std::make_unique<DeviceInput>(device_, lo.image_size);
+}
+
+InputPipeline::~InputPipeline() = default;
+
+void InputPipeline::start_epoch(data::SplitKind kind, std::int64_t epoch, std::int64_t first_step) {
+  ahead_.reset();
+  ahead_images_.reset();
+  current_images_ = at::Tensor();
+  current_step_ = -1;
+  loader_.start_epoch(kind, epoch, first_step);
+}
+
+void InputPipeline::submit_next() {
+  ahead_ = loader_.next();
+  if (!ahead_) return;
+  data::Batch& b = *ahead_;
+  if (b.n == 0) {  // an empty share of the last step: nothing to upload
+    ahead_images_.reset();
+    return;
+  }
+  HostCrops crops;
+  crops.bytes = static_cast<StagedBytes*>(b.crops.owner.get())->bytes;
+  crops.slots.reserve(b.boxes.size());
+  for (std::size_t i = 0; i < b.boxes.size(); ++i)
+    crops.slots.push_back(CropSlot{b.crop_offsets[i], b.boxes[i].height, b.boxes[i].width});
+  ahead_images_ = std::make_unique<PendingImages>(input_->submit(crops));
+  // The upload holds the tensor (and the pinned allocator defers its reuse): the loader's
+  // handle can go now.
+  b.crops = data::StagingBuffer{};
+}
+
+std::optional<data::Batch> InputPipeline::next() {
+  if (!device_input_) {
+    std::optional<data::Batch> b = loader_.next();
+    current_images_ = at::Tensor();
+    current_step_ = b ? b->step : -1;
+    return b;
+  }
+  // The epoch's first batch is fetched here, not in start_epoch, so that waiting for it counts
+  // as the caller's loader wait.
+  if (current_step_ < 0 && !ahead_) submit_next();
+  if (!ahead_) return std::nullopt;
+  data::Batch batch = std::move(*ahead_);
+  std::unique_ptr<PendingImages> pending = std::move(ahead_images_);
+  current_images_ =
+      pending ? pending->get()
+              : at::empty({0, 3, batch.h, batch.w}, at::TensorOptions().device(device_),
+                          at::MemoryFormat::ChannelsLast);
+  current_step_ = batch.step;
+  submit_next();
+  return batch;
+}
+
+at::Tensor InputPipeline::images(data::Batch& batch) {
+  PETS_CHECK(batch.step == current_step_,
+             "input pipeline: images of step " + std::to_string(batch.step) +
+                 " asked for, the current batch is step " + std::to_string(current_step_));
+  if (!device_input_) return batch_images(batch, device_);
+  return current_images_;
+}
+
+}  // namespace pets::train

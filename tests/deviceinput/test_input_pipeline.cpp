@@ -1,0 +1,146 @@
+// The trainer's batch source (pets/train/input_pipeline): which path --input takes, and, on the
+// CPU device, the device path's batches against the CPU path's: the same images, labels and order,
+// the images within DeviceInput's stated tolerance, one batch submitted ahead, resumed epochs.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../data/data_test_util.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/train/device_input.hpp"
+#include "pets/train/input_pipeline.hpp"
+#include "pets/util/error.hpp"
+
+using pets::data::Loader;
+using pets::data::LoaderOptions;
+using pets::data::SplitKind;
+using pets::train::InputChoice;
+using pets::train::InputPipeline;
+
+namespace {
+
+/// A store of 3 x 8 images of up to 160 px: crops both reduced and enlarged to kSize.
+class InputPaths : public ::testing::Test {
+ protected:
+  static constexpr int kSize = 96;
+  static void SetUpTestSuite() {
+    dir_ = new pets::data::testing::ScratchDir("input_pipeline");
+    pets::data::testing::make_store(*dir_ / "images", *dir_ / "store.h5", 3, 8, MPI_COMM_WORLD, 160);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static LoaderOptions options(bool device_input) {
+    LoaderOptions o;
+    o.path = *dir_ / "store.h5";
+    o.train_batch = 5;
+    o.eval_batch = 3;
+    o.image_size = kSize;
+    o.seed = 5;
+    o.workers = 2;
+    o.prefetch = 2;
+    pets::train::configure_loader(o, device_input, torch::kCPU);
+    return o;
+  }
+  static pets::data::testing::ScratchDir* dir_;
+};
+pets::data::testing::ScratchDir* InputPaths::dir_ = nullptr;
+
+struct Diff {
+  double max_abs = 0, mean_abs = 0;
+};
+
+Diff diff(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor d = (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs();
+  return {d.max().item<double>(), d.mean().item<double>()};
+}
+
+}  // namespace
+
+TEST(InputChoiceRule, DevicePathOnlyWhenAskedOrOnCuda) {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
+  EXPECT_FALSE(pets::train::use_device_input(InputChoice::kAuto, cpu));
+  EXPECT_TRUE(pets::train::use_device_input(InputChoice::kAuto, cuda));
+  EXPECT_FALSE(pets::train::use_device_input(InputChoice::kCpu, cpu));
+  EXPECT_FALSE(pets::train::use_device_input(InputChoice::kCpu, cuda));
+  EXPECT_TRUE(pets::train::use_device_input(InputChoice::kDevice, cpu));
+  EXPECT_TRUE(pets::train::use_device_input(InputChoice::kDevice, cuda));
+}
+
+TEST_F(InputPaths, DevicePathMatchesCpuPathWithinTheStatedTolerance) {
+  Loader cpu_loader(options(false)), device_loader(options(true));
+  InputPipeline cpu(cpu_loader, torch::kCPU, false), device(device_loader, torch::kCPU, true);
+  EXPECT_FALSE(cpu.device_input());
+  EXPECT_TRUE(device.device_input());
+  double worst = 0, mean_sum = 0;
+  std::int64_t images = 0;
+  for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      cpu.start_epoch(kind, epoch);
+      device.start_epoch(kind, epoch);
+      const std::int64_t steps = cpu_loader.steps_per_epoch(kind);
+      for (std::int64_t step = 0; step < steps; ++step) {
+        auto a = cpu.next();
+        auto b = device.next();
+        ASSERT_TRUE(a.has_value() && b.has_value()) << "step " << step;
+        // Prefetch: the batch after this one is already submitted, except after the last.
+        EXPECT_EQ(device.has_ahead(), step + 1 < steps) << "step " << step;
+        EXPECT_EQ(a->step, step);
+        EXPECT_EQ(b->step, step);
+        EXPECT_EQ(a->indices, b->indices);
+        EXPECT_EQ(a->labels, b->labels);
+        const at::Tensor x = cpu.images(*a), y = device.images(*b);
+        ASSERT_EQ(x.sizes(), y.sizes());
+        EXPECT_EQ(y.dtype(), torch::kFloat32);
+        EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+        for (std::int64_t i = 0; i < a->n; ++i) {
+          const Diff d = diff(x[i], y[i]);
+          EXPECT_LE(d.max_abs, pets::train::kInputMaxAbsDiff) << "step " << step << " image " << i;
+          EXPECT_LE(d.mean_abs, pets::train::kInputCropMeanAbsDiff);
+          worst = std::max(worst, d.max_abs);
+          mean_sum += d.mean_abs;
+          ++images;
+        }
+      }
+      EXPECT_FALSE(cpu.next().has_value());
+      EXPECT_FALSE(device.next().has_value());
+    }
+  EXPECT_EQ(images, 2 * 24);
+  EXPECT_LE(mean_sum / static_cast<double>(images), pets::train::kInputMeanAbsDiff);
+  // Not the same code path in disguise: the two differ by rounding somewhere.
+  EXPECT_GT(worst, 0.0);
+}
+
+TEST_F(InputPaths, ResumedEpochGivesTheSameBatches) {
+  Loader loader(options(true));
+  InputPipeline input(loader, torch::kCPU, true);
+  input.start_epoch(SplitKind::kTrain, 1);
+  std::vector<at::Tensor> full;
+  while (auto b = input.next()) full.push_back(input.images(*b).clone());
+  ASSERT_EQ(full.size(), 4u);  // 19 training images in batches of 5
+  input.start_epoch(SplitKind::kTrain, 1, 2);
+  auto b = input.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->step, 2);
+  EXPECT_TRUE(torch::equal(input.images(*b), full[2]));
+}
+
+TEST_F(InputPaths, RefusesAMismatchedLoaderOrAnotherStepsImages) {
+  Loader pixels(options(false));
+  EXPECT_THROW(InputPipeline(pixels, torch::kCPU, true), pets::Error);
+  Loader crops(options(true));
+  EXPECT_THROW(InputPipeline(crops, torch::kCPU, false), pets::Error);
+  InputPipeline input(crops, torch::kCPU, true);
+  input.start_epoch(SplitKind::kEval, 0);
+  auto first = input.next();
+  auto second = input.next();
+  ASSERT_TRUE(first && second);
+  EXPECT_THROW(input.images(*first), pets::Error);
+  EXPECT_NO_THROW(input.images(*second));
+}
