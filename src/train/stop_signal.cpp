@@ -58,7 +58,8 @@ std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const s
       signal != 0 ? "signal " + std::to_string(signal) : std::string("a signal to another rank");
   return "stopped by " + by + " at epoch " + std::to_string(epoch) + ", step " +
          std::to_string(step) + name + "; checkpoint written in " + out +
-         "; continue with --resume (the same command with --resume added)";
+         "; continue with --resume: the same command with --resume added (jobs/train.sbatch "
+         "and jobs/interactive.sh add it themselves)";
 }
 
 void reset_stop_signal() {

@@ -428,8 +428,8 @@ TrainResult Trainer::run() {
     if (finished && !stop_agreed_ && epoch + 1 < options_.epochs)
       stop_agreed_ = comm_.sum_counter(stop_signal() != 0 ? 1 : 0) > 0;
     if (stop_agreed_ && (!finished || epoch + 1 < options_.epochs)) {
-      log_.note(stop_line(stop_signal(), finished ? epoch + 1 : epoch,
-                          finished ? 0 : position.step, options_.out));
+      log_.note(stop_line(stop_signal(), finished ? epoch + 1 : epoch, finished ? 0 : position.step,
+                          options_.out));
       result.preempted = true;
       result.epochs = history_;
       return result;

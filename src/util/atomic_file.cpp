@@ -143,13 +143,13 @@ StaleTempReport remove_stale_temp_files(const std::string& folder,
     if (t->host == here) {
       if (process_runs(t->pid)) keep_why = "process " + std::to_string(t->pid) + " still runs";
     } else {
-      const std::string who = t->host.empty()
-                                  ? "an older pets_train (no host in the name)"
-                                  : "host " + t->host;
+      const std::string who =
+          t->host.empty() ? "an older pets_train (no host in the name)" : "host " + t->host;
       std::error_code time_ec;
       const auto written = fs::last_write_time(entry.path(), time_ec);
       if (!older_than || time_ec || written >= *older_than)
-        keep_why = "written by " + who + ", which cannot be checked from here; remove it by hand "
+        keep_why = "written by " + who +
+                   ", which cannot be checked from here; remove it by hand "
                    "if no run writes this folder";
     }
     if (keep_why.empty()) {

@@ -19,8 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("pets_atomic_" + name + "_" +
-                                                    std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("pets_atomic_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -44,9 +44,8 @@ std::string this_host_tag() {
 }
 
 bool contains(const std::vector<std::string>& list, const fs::path& path) {
-  return std::any_of(list.begin(), list.end(), [&](const std::string& s) {
-    return s.rfind(path.string(), 0) == 0;
-  });
+  return std::any_of(list.begin(), list.end(),
+                     [&](const std::string& s) { return s.rfind(path.string(), 0) == 0; });
 }
 
 TEST(AtomicFile, TempNameRecordsHostAndPid) {
@@ -87,7 +86,8 @@ TEST(AtomicFile, RemovesOnlyTempsWhoseWriterIsGone) {
   const std::string host = this_host_tag();
   ASSERT_FALSE(host.empty());
   const fs::path dead = dir / ("model.safetensors.tmp." + host + "." + std::to_string(dead_pid()));
-  const fs::path alive = dir / ("ckpt-4.safetensors.tmp." + host + "." + std::to_string(::getppid()));
+  const fs::path alive =
+      dir / ("ckpt-4.safetensors.tmp." + host + "." + std::to_string(::getppid()));
   const fs::path remote = dir / "ckpt-5.safetensors.tmp.some-other-node.1";
   const fs::path older = dir / ("latest.tmp." + std::to_string(dead_pid()));
   const fs::path model = dir / "model.safetensors";

@@ -22,7 +22,7 @@ int stop_signal();
 
 /// The one line rank 0 prints when the ranks stopped and checkpointed at (epoch, step) in
 /// `out`: "stopped by signal N at epoch E, step S (SIGNAME); checkpoint written in OUT; continue
-/// with --resume ...". `signal` 0: the signal reached another rank only.
+/// with --resume: ...". `signal` 0: the signal reached another rank only.
 std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const std::string& out);
 
 /// Forgets a received signal and restores the SIGINT handler (tests).
