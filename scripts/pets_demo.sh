@@ -48,10 +48,9 @@ mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/
 # Ctrl-C stops the training as a preemption does: the ranks finish the step, rank 0 writes a
 # checkpoint and the script exits 75 (run it again with --resume to continue). mpirun runs in a
 # process group of its own, so that the terminal's SIGINT reaches only this script, which passes
-# it on as SIGUSR1 (mpirun forwards that to every rank at once; a SIGINT to mpirun itself would
-# reach them as SIGTERM only after the kill timeout below). A second Ctrl-C hands the job to
-# mpirun's own abort. The kill timeout is how long mpirun waits after SIGTERM before SIGKILL.
-export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-10}
+# it on as SIGUSR1: mpirun forwards that to every rank at once, whereas a SIGINT to mpirun itself
+# reaches them as SIGTERM only after its kill timeout (README, "Stopping and resuming"). A second
+# Ctrl-C hands the job to mpirun's own abort (SIGTERM, then SIGKILL, within about 2 s).
 interrupted=0
 on_interrupt() {
   interrupted=$((interrupted + 1))
