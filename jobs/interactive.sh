@@ -9,9 +9,12 @@
 # Outside an allocation it asks Slurm for one with `srun` (which allocates, runs, and releases);
 # inside one (SLURM_JOB_ID set: salloc, sbatch, or an srun --pty shell) it runs the training as
 # a step of that allocation. Either way the ranks are started by `srun --mpi=pmix`, rank 0's
-# progress streams to this terminal, and one Ctrl-C ends every rank (--quit-on-interrupt).
-# `kill -USR1 <srun pid>` instead makes the ranks checkpoint and stop (status 75); run again to
-# resume. Works without a terminal too (no --pty then): the tests drive it that way.
+# progress streams to this terminal, and Ctrl-C stops the training as a preemption does: the
+# ranks finish the step, rank 0 writes a checkpoint, every rank exits with status 75 and rank 0
+# prints the line to resume (run this script again: it finds the checkpoint and resumes). With a
+# terminal Ctrl-C reaches rank 0 through its pseudo-terminal; without one srun passes it to every
+# rank (--disable-status). A second Ctrl-C quits at once, without a checkpoint. `kill -USR1 <srun
+# pid>` stops the same way. Works without a terminal too (no --pty then): the tests drive it so.
 
 # ---- what to run: edit here, or set these in the environment ----------------------------------
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -82,7 +85,9 @@ case " $* " in
 esac
 args+=("$@")
 
-step=(srun --mpi=pmix --quit-on-interrupt --unbuffered "${resources[@]}")
+# --disable-status: Ctrl-C goes to the ranks as SIGINT (pets_train's stop request) instead of
+# printing the step's state; srun itself ends when they do.
+step=(srun --mpi=pmix --disable-status --unbuffered "${resources[@]}")
 # A terminal gets rank 0 on a pseudo-terminal (live progress bar); a pipe gets plain lines.
 [ -t 0 ] && [ -t 1 ] && step+=(--pty)
 

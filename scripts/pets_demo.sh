@@ -54,4 +54,31 @@ if [ ! -s "$work/pets.h5" ] || [ "$work/images.args" -nt "$work/pets.h5" ] ||
   [ "$bin/pets_preprocess" -nt "$work/pets.h5" ]; then
   mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5"
 fi
-mpirun -np "$ranks" "$bin/pets_train" --data "$work/pets.h5" "${defaults[@]}" "${extra[@]}"
+# Ctrl-C stops the training as a preemption does: the ranks finish the step, rank 0 writes a
+# checkpoint and the script exits 75 (run it again with --resume to continue). mpirun runs in a
+# process group of its own, so that the terminal's SIGINT reaches only this script, which passes
+# it on as SIGUSR1: mpirun forwards that to every rank at once, whereas a SIGINT to mpirun itself
+# reaches them as SIGTERM only after its kill timeout (README, "Stopping and resuming"). A second
+# Ctrl-C hands the job to mpirun's own abort (SIGTERM, then SIGKILL, within about 2 s).
+interrupted=0
+on_interrupt() {
+  interrupted=$((interrupted + 1))
+  if [ "$interrupted" -eq 1 ]; then
+    echo "pets_demo.sh: Ctrl-C: the ranks finish this step and checkpoint (Ctrl-C again: abort)" >&2
+    kill -USR1 "$train_pid" 2>/dev/null || true
+  else
+    kill -INT "$train_pid" 2>/dev/null || true
+  fi
+}
+set -m
+mpirun -np "$ranks" "$bin/pets_train" --data "$work/pets.h5" "${defaults[@]}" "${extra[@]}" </dev/null &
+train_pid=$!
+set +m
+trap on_interrupt INT
+# A trapped signal interrupts `wait` (status > 128) while mpirun still runs: wait again.
+while :; do
+  status=0
+  wait "$train_pid" || status=$?
+  kill -0 "$train_pid" 2>/dev/null || break
+done
+exit "$status"

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -18,7 +19,26 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.unfolded = lookup("PETS_UNFOLDED") != nullptr;
   s.verify_ranks = lookup("PETS_VERIFY_RANKS") != nullptr;
   s.default_malloc = lookup("PETS_DEFAULT_MALLOC") != nullptr;
+  if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
   return s;
+}
+
+void apply_process_switches(const DebugSwitches& switches) {
+  if (switches.pause_write)
+    set_atomic_write_pause(switches.pause_write->file_name, switches.pause_write->seconds);
+}
+
+std::optional<WritePause> parse_write_pause(const std::string& text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  WritePause p;
+  p.file_name = text.substr(0, colon);
+  if (p.file_name.find('/') != std::string::npos) return std::nullopt;
+  const std::string seconds = text.substr(colon + 1);
+  char* end = nullptr;
+  p.seconds = std::strtod(seconds.c_str(), &end);
+  if (seconds.empty() || end == nullptr || *end != 0 || !(p.seconds >= 0.0)) return std::nullopt;
+  return p;
 }
 
 std::optional<FaultSpec> parse_fault_spec(const std::string& text) {

@@ -435,7 +435,8 @@ void Trainer::report_epoch(const EpochMetrics& metrics) {
 
 TrainResult Trainer::run() {
   // Before the (slow) setup, so that an early preemption signal still ends in a checkpoint.
-  install_stop_handlers();
+  install_stop_handlers(mpi_.rank() == 0);
+  apply_process_switches(switches_);
   const auto start = Clock::now();
   open_run_folder();
   setup();
@@ -446,6 +447,13 @@ TrainResult Trainer::run() {
     if (removed != "0")
       log_.note("--overwrite: removed the earlier run's " + removed + " files from " +
                 options_.out);
+  }
+  if (mpi_.rank() == 0) {
+    // What a writer killed mid-write (SIGKILL, a lost node) left beside its target; the lock on
+    // --out (open_run_folder) keeps a live run's files out of reach.
+    const StaleTempReport stale = remove_stale_temp_files(options_.out);
+    for (const auto& path : stale.removed) log_.note("removed " + path + " (its writer is gone)");
+    for (const auto& what : stale.kept) log_.note("notice: kept " + what);
   }
   TrainResult result;
   EpochPosition position = first_position_;
@@ -460,13 +468,12 @@ TrainResult Trainer::run() {
     } else {
       save(epoch, position);
     }
+    // A signal during the evaluation or the checkpoint: agreed here, not one step later.
+    if (finished && !stop_agreed_ && epoch + 1 < options_.epochs)
+      stop_agreed_ = comm_.sum_counter(stop_signal() != 0 ? 1 : 0) > 0;
     if (stop_agreed_ && (!finished || epoch + 1 < options_.epochs)) {
-      const int signal = stop_signal();
-      const std::string by = signal != 0 ? "signal " + std::to_string(signal)
-                                         : std::string("a signal to another rank");
-      log_.note("stopped by " + by + " at epoch " + std::to_string(finished ? epoch + 1 : epoch) +
-                ", step " + std::to_string(finished ? 0 : position.step) +
-                "; checkpoint written, continue with --resume");
+      log_.note(stop_line(stop_signal(), finished ? epoch + 1 : epoch, finished ? 0 : position.step,
+                          options_.out));
       result.preempted = true;
       result.epochs = history_;
       return result;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "pets/model/state_dict.hpp"
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 
 namespace {
@@ -147,7 +148,7 @@ TEST_F(SafetensorsDisk, RoundTripEveryDtype) {
   uint64_t header_len = 0;
   raw.read(reinterpret_cast<char*>(&header_len), 8);
   EXPECT_EQ(header_len % 8, 0u);
-  EXPECT_FALSE(fs::exists(path("rt.safetensors") + ".tmp." + std::to_string(::getpid())));
+  EXPECT_FALSE(fs::exists(pets::atomic_temp_path(path("rt.safetensors"))));
 }
 
 TEST_F(SafetensorsDisk, WriteIntoMissingFolderFailsWithoutLeavingFiles) {

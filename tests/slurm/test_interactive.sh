@@ -67,8 +67,10 @@ SLURM_NTASKS=2 SLURM_STEP_ID=0 "$PETS_BIN/pets_train" --data "$DATA_H5" --out "$
   { show_logs "$out/guard.log"; fail "pets_train's singleton guard: status $rc, want 2 and a message naming srun --mpi=pmix"; }
 pass "one-rank world in a 2-task Slurm step refused: $(grep -m1 -- '--mpi=pmix' "$out/guard.log")"
 
-# 4. One Ctrl-C (SIGINT to the srun that interactive.sh execs) ends every rank and the allocation.
-#    Python starts it: a background job of a non-interactive shell would ignore SIGINT.
+# 4. One Ctrl-C (SIGINT to the srun that interactive.sh execs): srun passes it to the ranks
+#    (--disable-status), which checkpoint at that step and exit 75 with the line to resume; the
+#    ranks and the allocation are gone. Python starts it: a background job of a non-interactive
+#    shell would ignore SIGINT.
 rc=0
 python3 - "$JOBS/interactive.sh" "$out/ctrlc.log" "$out/ctrlc" <<'PY' || rc=$?
 import os, signal, subprocess, sys, time
@@ -82,19 +84,25 @@ with open(log_path, "w") as log:
         if p.poll() is not None or time.time() > deadline:
             sys.exit(f"interactive.sh ended ({p.poll()}) or stalled before epoch 0")
         time.sleep(0.2)
+    start = time.time()
     p.send_signal(signal.SIGINT)
     try:
-        status = p.wait(timeout=30)
+        status = p.wait(timeout=60)
     except subprocess.TimeoutExpired:
         p.kill()
-        sys.exit("one SIGINT did not end interactive.sh within 30 s")
-sys.exit(0 if status != 0 else "interactive.sh exited 0 after SIGINT")
+        sys.exit("one SIGINT did not end interactive.sh within 60 s")
+print(f"interactive.sh ended {time.time() - start:.1f} s after SIGINT, status {status}")
+sys.exit(0 if status == 75 else f"interactive.sh exited {status} after SIGINT, want 75")
 PY
 [ "$rc" -eq 0 ] || { show_logs "$out/ctrlc.log"; fail "Ctrl-C check failed"; }
+stop=$(grep -E '^stopped by signal 2 at epoch [0-9]+, step [0-9]+ \(SIGINT\); checkpoint written in .*; continue with --resume' "$out/ctrlc.log")
+[ -n "$stop" ] || { show_logs "$out/ctrlc.log"; fail "no stop line after Ctrl-C"; }
+[ "$(grep -c '^stopped by signal' "$out/ctrlc.log")" -eq 1 ] || fail "the stop line is not printed once"
+[ -s "$out/ctrlc/latest" ] || fail "no checkpoint after Ctrl-C"
 sleep 1
 if pgrep -f "pets_train.*$out/ctrlc" >/dev/null; then
   fail "ranks still running after Ctrl-C: $(pgrep -af "pets_train.*$out/ctrlc")"
 fi
 [ -z "$(squeue -h -n pets-interactive)" ] || fail "the allocation outlived Ctrl-C: $(squeue -h -n pets-interactive)"
-pass "one Ctrl-C ended every rank and the allocation"
+pass "one Ctrl-C: $stop; status 75, no rank and no allocation left"
 finish

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <map>
 
 #include "pets/train/debug_switches.hpp"
@@ -40,6 +41,16 @@ TEST(DebugSwitches, OffUnlessSet) {
   EXPECT_EQ(all.inject_fault->step, 2);
 }
 
+TEST(DebugSwitches, WritePauseSyntax) {
+  EXPECT_FALSE(from({}).pause_write);
+  const DebugSwitches on = from({{"PETS_PAUSE_WRITE", "model.safetensors:2.5"}});
+  ASSERT_TRUE(on.pause_write);
+  EXPECT_EQ(on.pause_write->file_name, "model.safetensors");
+  EXPECT_DOUBLE_EQ(on.pause_write->seconds, 2.5);
+  for (const char* bad : {"", "model.safetensors", ":3", "a/b:3", "x:-1", "x:3s", "x:"})
+    EXPECT_FALSE(pets::train::parse_write_pause(bad)) << bad;
+}
+
 TEST(DebugSwitches, FaultSpecSyntax) {
   const auto spec = pets::train::parse_fault_spec("sigkill:0:123456789012");
   ASSERT_TRUE(spec);
@@ -71,15 +82,36 @@ TEST(DebugSwitches, InjectFaultOnlyAtItsRankAndStep) {
 }
 
 TEST(StopSignal, UsrOneAndTermAreRecordedNotFatal) {
-  pets::train::install_stop_handlers();
+  pets::train::install_stop_handlers(false);
   pets::train::reset_stop_signal();
   EXPECT_EQ(pets::train::stop_signal(), 0);
   std::raise(SIGUSR1);
   EXPECT_EQ(pets::train::stop_signal(), SIGUSR1);
   std::raise(SIGTERM);
   EXPECT_EQ(pets::train::stop_signal(), SIGTERM);
+  std::raise(SIGTERM);
+  EXPECT_EQ(pets::train::stop_signal(), SIGTERM);
   pets::train::reset_stop_signal();
   EXPECT_EQ(pets::train::stop_signal(), 0);
+}
+
+// Ctrl-C reaching the process: the first SIGINT is a stop request like SIGTERM; a second one
+// ends the process at once (killed by SIGINT).
+TEST(StopSignal, FirstInterruptStopsSecondQuits) {
+  pets::train::install_stop_handlers(false);
+  pets::train::reset_stop_signal();
+  std::raise(SIGINT);
+  EXPECT_EQ(pets::train::stop_signal(), SIGINT);
+  pets::train::reset_stop_signal();
+  EXPECT_EXIT(
+      {
+        pets::train::install_stop_handlers(true);
+        std::raise(SIGINT);
+        if (pets::train::stop_signal() != SIGINT) std::_Exit(3);
+        std::raise(SIGINT);
+        std::_Exit(4);  // not reached: the second SIGINT kills
+      },
+      ::testing::KilledBySignal(SIGINT), "pets_train: stop requested: the ranks finish this step");
 }
 
 }  // namespace

@@ -21,18 +21,34 @@ struct FaultSpec {
   std::int64_t step = -1;
 };
 
+/// PETS_PAUSE_WRITE="NAME:SECONDS": when rank 0 writes the file NAME in --out (model.safetensors,
+/// latest, metrics.jsonl, ckpt-N.safetensors), it pauses SECONDS after the temporary file is
+/// complete and before the rename, announced on stderr, so that a test can stop or kill it there.
+struct WritePause {
+  std::string file_name;
+  double seconds = 0.0;
+};
+
 /// The switches, read once.
 struct DebugSwitches {
   std::optional<FaultSpec> inject_fault;  ///< PETS_INJECT_FAULT (unset or malformed: none)
   bool unfolded = false;        ///< PETS_UNFOLDED: BatchNorm never folded, no evaluation cache
   bool verify_ranks = false;    ///< PETS_VERIFY_RANKS: digests of gradients and model compared
   bool default_malloc = false;  ///< PETS_DEFAULT_MALLOC: glibc's allocator settings kept
+  std::optional<WritePause> pause_write;  ///< PETS_PAUSE_WRITE (unset or malformed: none)
 
   /// From this process's environment; a switch is on when its variable is set (to anything).
   static DebugSwitches from_environment();
   /// From `lookup(name)`, which returns a variable's value or nullptr when it is unset.
   static DebugSwitches from(const std::function<const char*(const char*)>& lookup);
 };
+
+/// Applies the switches that act outside the training loop (PETS_PAUSE_WRITE, in the atomic
+/// file writer).
+void apply_process_switches(const DebugSwitches& switches);
+
+/// "NAME:SECONDS" (a file name without '/', SECONDS >= 0), or nothing when malformed.
+std::optional<WritePause> parse_write_pause(const std::string& text);
 
 /// "KIND:RANK:STEP" (KIND of [a-z0-9], at most 15 characters), or nothing when malformed.
 std::optional<FaultSpec> parse_fault_spec(const std::string& text);

@@ -1,19 +1,31 @@
 #pragma once
 /// \file
-/// The stop request of a preempted job: SIGUSR1 (Slurm's warning before preemption) and SIGTERM
-/// (what mpirun forwards) only record the signal; the training loop reads it at step boundaries
-/// and the ranks agree on it through the step's allreduce.
+/// The stop request: SIGUSR1 (Slurm's warning before preemption), SIGTERM (what mpirun sends on
+/// Ctrl-C, and Slurm on scancel) and SIGINT (Ctrl-C reaching the rank itself: a single process,
+/// `srun --disable-status`, `srun --pty`) only record the signal; the training loop reads it at
+/// step boundaries and the ranks agree on it through the step's allreduce (and once more after
+/// each end-of-epoch checkpoint, for a signal that came during the evaluation).
+
+#include <cstdint>
+#include <string>
 
 namespace pets::train {
 
-/// Installs the handlers for SIGUSR1 and SIGTERM (SA_RESTART). A second signal during the
-/// checkpoint changes nothing.
-void install_stop_handlers();
+/// Installs the handlers for SIGUSR1, SIGTERM and SIGINT (SA_RESTART). A second SIGUSR1 or
+/// SIGTERM changes nothing (the checkpoint goes on); a second SIGINT ends the process at once
+/// (the default action: the previous checkpoint stays the latest). With `announce` (rank 0) the
+/// first signal prints one line on stderr saying that the ranks finish the step and checkpoint.
+void install_stop_handlers(bool announce);
 
 /// The last stop signal received, or 0.
 int stop_signal();
 
-/// Forgets a received signal (tests).
+/// The one line rank 0 prints when the ranks stopped and checkpointed at (epoch, step) in
+/// `out`: "stopped by signal N at epoch E, step S (SIGNAME); checkpoint written in OUT; continue
+/// with --resume: ...". `signal` 0: the signal reached another rank only.
+std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const std::string& out);
+
+/// Forgets a received signal and restores the SIGINT handler (tests).
 void reset_stop_signal();
 
 }  // namespace pets::train

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Ctrl-C as a user presses it. 1. SIGINT to mpirun mid-run, launched as the README says (kill
+# timeout 10 s): Open MPI passes it to the ranks as SIGTERM; they agree, rank 0 writes the
+# checkpoint of that step, every rank exits 75 and rank 0 prints one line naming the step and
+# --resume; --resume continues from that step. 2. SIGINT to mpirun while rank 0 writes
+# the final model, with Open MPI's default kill timeout (1 s): the writer is killed before its
+# rename, so no model.safetensors, only its temporary file; the next start removes that file
+# (its process is gone) but keeps those it cannot check (another host's, a running process's)
+# and writes the whole model. 3. The same with the 10 s timeout: the SIGTERM that lands during
+# the write does not cut it short: the model is complete, byte for byte the one of case 2. 4. One
+# process without mpirun: SIGINT during the first checkpoint stops at that epoch boundary (the
+# ranks agree after the checkpoint, not one step later), exit 75; a second SIGINT during a stop
+# ends it at once. Markers (the writer's pause announced on stderr, checkpoint files) time the
+# signals, never a fixed sleep.
+# usage: test_stop.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+# shellcheck source=script_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
+"$synth" --out images --classes 3 --per-class 30 --seed 7 >/dev/null || fatal "pets_synth exit $?"
+run_np 2 "$preprocess" --images images --out pets.h5 >/dev/null || fatal "pets_preprocess exit $?"
+common=(--data pets.h5 --batch-size 2 --eval-batch-size 8 --max-lr 3e-2 --seed 42)
+
+# Each rank runs under a shell that records pets_train's own exit status (mpirun reports only its
+# own). The shell ignores TERM and INT; pets_train installs its handlers over that.
+cat >rank.sh <<'EOF'
+#!/usr/bin/env bash
+trap '' TERM INT
+"$@"
+echo $? >"$RANK_STATUS.${OMPI_COMM_WORLD_RANK:-0}"
+EOF
+chmod +x rank.sh
+
+# wait_for FILE PATTERN SECONDS PID: until FILE has a line matching PATTERN; false if PID ends or
+# time runs out first.
+wait_for() {
+  local file=$1 pattern=$2 seconds=$3 pid=$4 i
+  for ((i = 0; i < seconds * 10; i++)); do
+    grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -qE -- "$pattern" "$file" 2>/dev/null; return; }
+    sleep 0.1
+  done
+  return 1
+}
+
+# state_of CKPT: "epoch E, step S" from the checkpoint's own state.
+state_of() {
+  python3 - "$1" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    state = json.loads(json.loads(f.read(n))["__metadata__"]["pets_state"])
+print(f"epoch {state['epoch']}, step {state['position']['step']}")
+PY
+}
+
+temps() { find "$1" -maxdepth 1 -name '*.tmp.*' -printf '%f\n' | sort; }
+
+# ---- 1. Ctrl-C to mpirun mid-run, kill timeout 10 s ----------------------------------------------
+# 30 epochs: far more than the 10 s before Open MPI signals the ranks, on any machine.
+rm -f status1.*
+RANK_STATUS=$PWD/status1 OMPI_MCA_odls_base_sigkill_timeout=10 \
+  start_np 2 -x RANK_STATUS ./rank.sh "$train" "${common[@]}" --epochs 30 --out run1 >run1.out 2>run1.err
+# Once the first checkpoint is there, training is under way; Open MPI signals the ranks 10 s
+# after the SIGINT, so they are stopped inside a later epoch.
+for _ in $(seq 1 3000); do [ -s run1/latest ] && break; kill -0 "$np_pid" || break; sleep 0.1; done
+[ -s run1/latest ] || { show run1.err; fatal "run 1: no checkpoint after epoch 0"; }
+start=$SECONDS
+kill -INT "$np_pid"
+wait "$np_pid"
+np_status=$?
+echo "run 1: mpirun ended $((SECONDS - start)) s after SIGINT with status $np_status (Open MPI's own)"
+for r in 0 1; do
+  check_eq "run 1: rank $r exit status" "$(cat "status1.$r" 2>/dev/null || echo 'none (killed)')" 75
+done
+check_eq "run 1: stop lines (rank 0 only)" "$(grep -c '^stopped by signal' run1.err)" 1
+stop=$(grep '^stopped by signal' run1.err)
+echo "run 1: $stop"
+[[ "$stop" =~ ^stopped\ by\ signal\ 15\ at\ epoch\ [0-9]+,\ step\ [0-9]+\ \(SIGTERM\)\;\ checkpoint\ written\ in\ run1\;\ continue\ with\ --resume ]] ||
+  { fail "run 1: the stop line does not name the signal, step, folder and --resume"; show run1.err; }
+stop_at=$(sed -E 's/^stopped by signal [0-9]+ at (epoch [0-9]+, step [0-9]+).*/\1/' <<<"$stop")
+check_eq "run 1: the latest checkpoint is at the stop" "$(state_of "run1/$(cat run1/latest)")" "$stop_at"
+[ ! -e run1/model.safetensors ] || fail "run 1: stopped, yet a final model was written"
+[ -z "$(temps run1)" ] || fail "run 1: temporary files left: $(temps run1)"
+[[ "$stop_at" =~ step\ 0$ ]] && echo "note: the stop fell on an epoch boundary, not mid-epoch"
+# --resume continues from there (stopped again by SIGUSR1 once it has: the rest is train_cli's).
+start_np 2 "$train" "${common[@]}" --epochs 30 --out run1 --resume >run1b.out 2>run1b.err
+wait_for run1b.err '^resumed from ' 600 "$np_pid" || { show run1b.err; fatal "run 1: --resume did not resume"; }
+kill -USR1 "$np_pid"
+wait "$np_pid"
+check_eq "run 1: resumed run stopped by SIGUSR1: status" "$?" 75
+resumed=$(grep -E '^resumed from .* at epoch [0-9]+, step [0-9]+' run1b.err |
+  sed -E 's/.* at (epoch [0-9]+, step [0-9]+).*/\1/')
+check_eq "run 1: resumed where it stopped" "$resumed" "$stop_at"
+pass "run 1: Ctrl-C to mpirun: checkpoint at $stop_at, ranks exited 75, --resume continued there"
+
+# ---- 2. Ctrl-C during the final export, Open MPI's default kill timeout (1 s) --------------------
+PETS_PAUSE_WRITE=model.safetensors:60 start_np 2 -x PETS_PAUSE_WRITE "$train" "${common[@]}" \
+  --epochs 1 --out run2 >run2.out 2>run2.err
+wait_for run2.err '^pausing before renaming .*model\.safetensors\.tmp\.' 600 "$np_pid" ||
+  { show run2.err; fatal "run 2: rank 0 never reached the final model's rename"; }
+kill -INT "$np_pid"
+wait "$np_pid"
+echo "run 2: mpirun status $? after SIGINT during the export"
+[ ! -e run2/model.safetensors ] || fail "run 2: a model.safetensors although the writer was killed"
+left=$(temps run2)
+[[ "$left" =~ ^model\.safetensors\.tmp\.[A-Za-z0-9._-]+\.[0-9]+$ ]] ||
+  fail "run 2: expected the killed writer's model.safetensors.tmp.<host>.<pid>, found '$left'"
+# Beside it: another host's temporary file and one of a process that runs: the next start keeps
+# both. (The killed writer's pid is checked on this host, where it is gone.)
+host_tag=$(sed -E 's/^model\.safetensors\.tmp\.(.+)\.[0-9]+$/\1/' <<<"$left")
+sleep 300 &
+alive=$!
+at_exit "kill $alive 2>/dev/null || true"
+echo partial >"run2/ckpt-99.safetensors.tmp.$host_tag.$alive"
+echo partial >run2/latest.tmp.another-node.12345
+run_np 2 "$train" "${common[@]}" --epochs 1 --out run2 --resume >run2b.out 2>run2b.err ||
+  { fail "run 2: the next start exit $?"; show run2b.err; }
+grep -q "^removed run2/$left (its writer is gone)" run2b.err ||
+  { fail "run 2: the next start did not report removing $left"; show run2b.err; }
+grep -q "^notice: kept run2/latest.tmp.another-node.12345 (written by host another-node" run2b.err ||
+  { fail "run 2: no notice for the other host's temporary file"; show run2b.err; }
+grep -q "^notice: kept run2/ckpt-99.safetensors.tmp.$host_tag.$alive (process $alive still runs)" run2b.err ||
+  { fail "run 2: no notice for the running process's temporary file"; show run2b.err; }
+check_eq "run 2: temporary files after the next start" "$(temps run2 | tr '\n' ' ')" \
+  "ckpt-99.safetensors.tmp.$host_tag.$alive latest.tmp.another-node.12345 "
+[ -s run2/model.safetensors ] || fail "run 2: the next start wrote no final model"
+pass "run 2: export killed by SIGKILL left only its temporary file; the next start removed it"
+
+# ---- 3. Ctrl-C during the final export, kill timeout 10 s ---------------------------------------
+rm -f status3.*
+RANK_STATUS=$PWD/status3 PETS_PAUSE_WRITE=model.safetensors:13 OMPI_MCA_odls_base_sigkill_timeout=10 \
+  start_np 2 -x RANK_STATUS -x PETS_PAUSE_WRITE ./rank.sh "$train" "${common[@]}" --epochs 1 \
+  --out run3 >run3.out 2>run3.err
+wait_for run3.err '^pausing before renaming .*model\.safetensors\.tmp\.' 600 "$np_pid" ||
+  { show run3.err; fatal "run 3: rank 0 never reached the final model's rename"; }
+kill -INT "$np_pid"
+wait "$np_pid"
+echo "run 3: mpirun status $? after SIGINT during the export"
+check_eq "run 3: rank 0 exit status (the run had finished training)" "$(cat status3.0 2>/dev/null || echo 'none (killed)')" 0
+[ -z "$(temps run3)" ] || fail "run 3: temporary files left: $(temps run3)"
+grep -q '^final model: run3/model.safetensors' run3.err || { fail "run 3: no final model line"; show run3.err; }
+cmp -s run3/model.safetensors run2/model.safetensors ||
+  fail "run 3: the model written through a SIGTERM differs from the one written after a restart"
+pass "run 3: a SIGTERM during the export let it finish: the whole model, no temporary file"
+
+# ---- 4. One process, SIGINT straight to it -------------------------------------------------------
+# During the first end-of-epoch checkpoint (the writer pauses before renaming `latest`): the stop
+# is agreed right after it, at epoch 1, step 0, without another step.
+PETS_PAUSE_WRITE=latest:3 "$train" "${common[@]}" --epochs 3 --out run4 </dev/null >run4.out 2>run4.err &
+pid=$!
+wait_for run4.err '^pausing before renaming .*latest\.tmp\.' 600 "$pid" ||
+  { show run4.err; fatal "run 4: pets_train never wrote its first checkpoint"; }
+kill -INT "$pid"
+wait "$pid"
+check_eq "run 4: exit status after SIGINT" "$?" 75
+grep -q '^pets_train: stop requested: the ranks finish this step and write a checkpoint' run4.err ||
+  fail "run 4: no notice when the signal came"
+grep -q '^stopped by signal 2 at epoch 1, step 0 (SIGINT); checkpoint written in run4; continue with --resume' run4.err ||
+  { fail "run 4: not stopped at epoch 1, step 0 right after the checkpoint"; show run4.err; }
+check_eq "run 4: the latest checkpoint" "$(state_of "run4/$(cat run4/latest)")" "epoch 1, step 0"
+# A second SIGINT while a stop is under way (the first one asked for the step's end): the process
+# ends at once, killed by SIGINT. Sent as soon as its start-up has begun.
+"$train" "${common[@]}" --epochs 3 --out run5 </dev/null >run5.out 2>run5.err &
+pid=$!
+wait_for run5.err '^warning: no --pretrained' 600 "$pid" || { show run5.err; fatal "run 5: no start-up"; }
+kill -INT "$pid"
+wait_for run5.err '^pets_train: stop requested' 60 "$pid" || fail "run 5: no notice for the first SIGINT"
+start=$SECONDS
+kill -INT "$pid"
+wait "$pid"
+check_eq "run 5: status after a second SIGINT (killed by SIGINT)" "$?" 130
+[ $((SECONDS - start)) -lt 20 ] || fail "run 5: the second SIGINT did not end it at once"
+grep -q '^stopped by' run5.err && fail "run 5: a checkpoint line although it was ended at once"
+pass "run 4/5: one process: SIGINT stops at the epoch boundary (75), a second one quits at once"
+finish
