@@ -30,13 +30,14 @@ foreach(pets_lib IN ITEMS TORCH_LIBRARY c10_LIBRARY C10_CUDA_LIBRARY)
   string(FIND "${pets_real}" "${PETS_TORCH_PREFIX}/" pets_at_real)
   string(FIND "${${pets_lib}}" "${pets_prefix}/" pets_at)
   if(NOT pets_at EQUAL 0 AND NOT pets_at_real EQUAL 0)
+    set(pets_found "${${pets_lib}}")
     # Forget what was found, so that a run with a corrected prefix searches again.
     foreach(pets_var IN LISTS PETS_TORCH_CACHED)
       unset(${pets_var} CACHE)
     endforeach()
     unset(PETS_TORCH_DIR_USED CACHE)
     message(FATAL_ERROR "pets: mixed LibTorch: the CMake config in ${Torch_DIR} belongs to the "
-      "LibTorch in ${PETS_TORCH_PREFIX}, but ${pets_lib} is ${${pets_lib}}. Set "
+      "LibTorch in ${PETS_TORCH_PREFIX}, but ${pets_lib} is ${pets_found}. Set "
       "CMAKE_PREFIX_PATH to the LibTorch folder itself (the one holding include/, lib/ and "
       "share/cmake/; for a pip torch: python3 -c 'import os, torch; "
       "print(os.path.dirname(torch.__file__))'), or use make -f Makefile.cluster LIBTORCH=...")
