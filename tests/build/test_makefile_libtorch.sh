@@ -39,7 +39,7 @@ build_with() {
     return
   fi
   echo "$what: configured and built in $seconds s"
-  if ! grep -q "^Torch_DIR:PATH=$prefix/share/cmake/Torch\$" "$build/CMakeCache.txt"; then
+  if ! grep -Eq "^Torch_DIR:[A-Z]+=$prefix/share/cmake/Torch\$" "$build/CMakeCache.txt"; then
     fail "$what: configured with $(grep '^Torch_DIR' "$build/CMakeCache.txt"), not $prefix's"
   fi
   torch_lib=$(ldd "$build/pets_train" | awk '$1 == "libtorch_cpu.so" {print $3}')
