@@ -16,7 +16,6 @@
 ///
 /// Benchmarks are not timed tests; CI runs this in --smoke mode only (bench/run_bench.sh).
 
-#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <sys/utsname.h>
 #include <torch/torch.h>
@@ -37,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "pets/compat/torch.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -324,14 +324,12 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       {
         torch::NoGradGuard no_grad;
         if (precision == "bf16") {
-          at::autocast::set_cpu_enabled(true);
-          at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+          pets::compat::set_autocast(c10::DeviceType::CPU, true, at::kBFloat16);
         }
         features = (folded ? folded->forward_features(pixels) : model->forward_features(pixels))
                        .to(torch::kFloat32);
         if (precision == "bf16") {
-          at::autocast::set_cpu_enabled(false);
-          at::autocast::clear_cache();
+          pets::compat::end_autocast(c10::DeviceType::CPU);
         }
       }
       auto loss = torch::nn::functional::cross_entropy(

@@ -146,7 +146,9 @@ function(pets_check_layers)
     get_target_property(uses_torch ${target} PETS_USES_TORCH)
     if(NOT uses_torch)
       foreach(item IN LISTS closure)
-        if(item MATCHES "^pets_torch$|torch|c10")
+        # By the file or target name only: LibTorch's folder (a venv-torch-2.11/, site-packages/
+        # torch/) may hold non-LibTorch libraries such as a pip torch's NCCL.
+        if(item MATCHES "^pets_torch$|(^|/)(lib)?(torch|c10)[^/]*$")
           string(APPEND errors "  ${target} is LibTorch-free (no TORCH) but reaches ${item}\n")
         endif()
       endforeach()

@@ -3,6 +3,7 @@
 #if defined(PETS_HAVE_NCCL) && defined(PETS_TORCH_CUDA)
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <climits>

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/util/error.hpp"
 
@@ -25,7 +26,7 @@ FoldedBackbone::Conv fold(const nn::Conv2dImpl& conv, const nn::BatchNorm2dImpl&
   out.bias = (bn.bias.to(torch::kFloat64) - bn.running_mean.to(torch::kFloat64) * scale)
                  .to(conv.weight.scalar_type());
   out.stride = conv.options.stride()->at(0);
-  out.padding = c10::get<torch::ExpandingArray<2>>(conv.options.padding())->at(0);
+  out.padding = compat::variant_get<torch::ExpandingArray<2>>(conv.options.padding())->at(0);
   return out;
 }
 

@@ -1,9 +1,9 @@
 #include "pets/train/train_step.hpp"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "pets/comm/communicator.hpp"
+#include "pets/compat/torch.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -20,31 +20,21 @@ namespace {
 class AutocastScope {
  public:
   AutocastScope(MixedPrecision mode, const torch::Device& device)
-      : on_(mode != MixedPrecision::kNo), cuda_(device.is_cuda()) {
-    if (!on_) return;
-    const auto dtype = mode == MixedPrecision::kFp16 ? at::kHalf : at::kBFloat16;
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(dtype);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(dtype);
+      : on_(mode != MixedPrecision::kNo), device_(device.type()) {
+    if (on_) {
+      compat::set_autocast(device_, true,
+                           mode == MixedPrecision::kFp16 ? at::kHalf : at::kBFloat16);
     }
   }
   ~AutocastScope() {
-    if (!on_) return;
-    if (cuda_)
-      at::autocast::set_enabled(false);
-    else
-      at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
+    if (on_) compat::end_autocast(device_);
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
   bool on_;
-  bool cuda_;
+  c10::DeviceType device_;
 };
 
 }  // namespace
