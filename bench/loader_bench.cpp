@@ -87,8 +87,7 @@ int run(int argc, char** argv) {
                    "of CPU, %.0f bytes read/image, digest %s\n",
                    r["output"].get<std::string>().c_str(), w, r["images_per_s"].get<double>(),
                    r["images_per_cpu_s"].get<double>(), 100 * r["lock_held_share"].get<double>(),
-                   r["read_bytes_per_image"].get<double>(),
-                   r["digest"].get<std::string>().c_str());
+                   r["read_bytes_per_image"].get<double>(), r["digest"].get<std::string>().c_str());
     }
   std::cout << nlohmann::json{{"data", lo.path},
                               {"world", lo.world},

@@ -50,13 +50,13 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
     while (auto b = loader.next()) {
       images += b->n;
       digest.add(b->pixels.data(), b->pixels.size() * sizeof(float));
-      if (b->crops.data != nullptr) digest.add(b->crops.data, static_cast<std::size_t>(b->crop_bytes));
+      if (b->crops.data != nullptr)
+        digest.add(b->crops.data, static_cast<std::size_t>(b->crop_bytes));
       digest.add(b->labels.data(), b->labels.size() * sizeof(std::int64_t));
       digest.add(b->indices.data(), b->indices.size() * sizeof(std::int64_t));
     }
   }
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double cpu = process_cpu_seconds() - cpu0;
   const data::ReadStats after = loader.store().read_stats();
   const double held = after.lock_held_seconds - before.lock_held_seconds;

@@ -36,11 +36,11 @@
 #include <string>
 #include <vector>
 
+#include "loader_measure.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
-#include "loader_measure.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
@@ -384,8 +384,8 @@ json loader_bench(const Config& c, const std::string& store) {
   out["workers_sweep"] = sweep;
   // The GPU path's host side: the loader only reads each crop box into a staging buffer
   // (page-locked when CUDA is available), as pets_train --input device sets it up.
-  const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0)
-                                                         : c10::Device(c10::kCPU);
+  const c10::Device device =
+      torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   lo.workers = c.loader_workers;
   pets::train::configure_loader(lo, true, device);
   json staging = pets::bench::measure_loader(lo, c.loader_epochs);
@@ -571,17 +571,28 @@ int check_report(const std::string& path) {
     if (!std::isfinite(v) || v <= 0)
       failures.push_back(where + ": not positive (" + std::to_string(v) + ")");
   };
-  for (const char* p :
-       {"/threads", "/roofline/fp32/gflops", "/roofline/bf16/gflops", "/flops/conv_gflop_per_image",
-        "/flops/linear_gflop_per_image", "/flops/forward_gflop_per_image",
-        "/flops/train_step_gflop_per_image", "/flops/conv_modules", "/model_step/fp32/images_per_s",
-        "/model_step/bf16/images_per_s", "/model_step/fp32/roofline_fraction",
-        "/model_step/bf16/roofline_fraction", "/model_step_default_malloc/fp32/images_per_s",
-        "/model_step_default_malloc/bf16/images_per_s", "/loader/images_per_s", "/loader/images",
-        "/loader/images_per_cpu_s", "/loader/workers_sweep/0/images_per_cpu_s",
-        "/loader/workers_sweep/2/images_per_s", "/loader/staging/images_per_cpu_s",
-        "/loader/cores_for_2500_img_s/cpu_path",
-        "/loader/cores_for_2500_img_s/device_path_staging"})
+  for (const char* p : {"/threads",
+                        "/roofline/fp32/gflops",
+                        "/roofline/bf16/gflops",
+                        "/flops/conv_gflop_per_image",
+                        "/flops/linear_gflop_per_image",
+                        "/flops/forward_gflop_per_image",
+                        "/flops/train_step_gflop_per_image",
+                        "/flops/conv_modules",
+                        "/model_step/fp32/images_per_s",
+                        "/model_step/bf16/images_per_s",
+                        "/model_step/fp32/roofline_fraction",
+                        "/model_step/bf16/roofline_fraction",
+                        "/model_step_default_malloc/fp32/images_per_s",
+                        "/model_step_default_malloc/bf16/images_per_s",
+                        "/loader/images_per_s",
+                        "/loader/images",
+                        "/loader/images_per_cpu_s",
+                        "/loader/workers_sweep/0/images_per_cpu_s",
+                        "/loader/workers_sweep/2/images_per_s",
+                        "/loader/staging/images_per_cpu_s",
+                        "/loader/cores_for_2500_img_s/cpu_path",
+                        "/loader/cores_for_2500_img_s/device_path_staging"})
     positive(r, p);
   if (r.contains("/flops/conv_calls"_json_pointer) &&
       r["flops"]["conv_calls"] != r["flops"]["conv_modules"])

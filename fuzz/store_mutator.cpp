@@ -479,10 +479,9 @@ std::vector<std::uint8_t> mutate_file(const std::uint8_t* data, std::size_t size
 /// chunk indexes, version-2 B-trees, fractal and local heaps, version-1 B-trees and symbol
 /// table nodes, global heap collections.
 std::vector<std::size_t> structure_offsets(const std::uint8_t* data, std::size_t size) {
-  static const char* const kSignatures[] = {"\x89HDF", "OHDR", "OCHK", "FAHD", "FADB", "EAHD",
-                                            "EAIB",     "EASB", "EADB", "BTHD", "BTIN", "BTLF",
-                                            "FRHP",     "FHDB", "FHIB", "HEAP", "TREE", "SNOD",
-                                            "GCOL"};
+  static const char* const kSignatures[] = {
+      "\x89HDF", "OHDR", "OCHK", "FAHD", "FADB", "EAHD", "EAIB", "EASB", "EADB", "BTHD",
+      "BTIN",    "BTLF", "FRHP", "FHDB", "FHIB", "HEAP", "TREE", "SNOD", "GCOL"};
   std::vector<std::size_t> at;
   for (std::size_t i = 0; i + 4 <= size; ++i)
     for (const char* sig : kSignatures)
@@ -516,9 +515,9 @@ void damage_bytes(std::vector<std::uint8_t>& bytes, Rng& rng) {
       bytes[at] ^= static_cast<std::uint8_t>(1u << pick(rng, 8));
       break;
     case 2: {  // an edge value, little-endian, of 1, 2, 4 or 8 bytes
-      const std::uint64_t values[] = {0,      1,          0x7f,       0x80,       0xff,
-                                              0xffff, 0x7fffffff, 0xffffffff, ~0ull,    1ull << 32,
-                                              bytes.size(), bytes.size() + 1};
+      const std::uint64_t values[] = {0,     1,          0x7f,         0x80,
+                                      0xff,  0xffff,     0x7fffffff,   0xffffffff,
+                                      ~0ull, 1ull << 32, bytes.size(), bytes.size() + 1};
       const std::uint64_t v = values[pick(rng, std::size(values))];
       const std::size_t width = std::size_t{1} << pick(rng, 4);
       for (std::size_t i = 0; i < width && at + i < bytes.size(); ++i)

@@ -39,8 +39,9 @@ int preprocess_main(int argc, char** argv) {
       "max-pixels",
       po::value<std::string>(&max_pixels)->default_value(std::to_string(defaults.max_pixels)),
       "skip images with more pixels (decompression bombs)")(
-      "max-memory", po::value<std::string>(&max_memory)
-                        ->default_value(std::to_string(defaults.max_memory >> 20) + "M"),
+      "max-memory",
+      po::value<std::string>(&max_memory)
+          ->default_value(std::to_string(defaults.max_memory >> 20) + "M"),
       "decoded pixels a rank holds at once (bytes, or with K, M, G): images are decoded and "
       "written in rounds of this size");
   po::variables_map vm;
@@ -67,7 +68,8 @@ int preprocess_main(int argc, char** argv) {
   if (const char* v = std::getenv("PETS_REPORT_MEMORY"); v != nullptr && std::string(v) == "1") {
     std::string line = "pets_preprocess: " + std::to_string(s.rounds) +
                        " rounds; peak resident memory per rank (MiB):";
-    for (const std::uint64_t b : s.peak_resident) line += " " + std::to_string((b + (1 << 19)) >> 20);
+    for (const std::uint64_t b : s.peak_resident)
+      line += " " + std::to_string((b + (1 << 19)) >> 20);
     std::cerr << line + "\n" << std::flush;
   }
   return 0;

@@ -1,12 +1,12 @@
 #include "pets/data/h5store.hpp"
 
-#include <cstdio>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -146,8 +146,7 @@ void require_checksum(const std::string& path, hid_t dataset, const std::string&
   if (!dcpl.valid() || H5Pget_filter_by_id2(dcpl.get(), H5Z_FILTER_FLETCHER32, &flags, &values,
                                             nullptr, 0, nullptr, nullptr) < 0) {
     H5Eclear2(H5E_DEFAULT);
-    bad(path, what + " has no Fletcher32 checksum, so damage to it would go unnoticed; " +
-                  kRerun);
+    bad(path, what + " has no Fletcher32 checksum, so damage to it would go unnoticed; " + kRerun);
   }
 }
 
@@ -187,8 +186,8 @@ void check_fits(const std::string& path, hid_t obj, bool attr, const std::string
     for (int i = 0; i < filters; ++i) {
       unsigned flags = 0;
       std::size_t values = 0;
-      if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &values, nullptr, 0,
-                         nullptr, nullptr) != H5Z_FILTER_FLETCHER32)
+      if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &values, nullptr, 0, nullptr,
+                         nullptr) != H5Z_FILTER_FLETCHER32)
         limit = file_bytes * 1032;  // a checksum adds bytes; only compression may shrink them
     }
   }
@@ -227,12 +226,10 @@ std::vector<std::string> read_strings(const std::string& path, hid_t obj, bool a
 
 H5Id open_attr(const std::string& path, hid_t file, const char* name) {
   const htri_t exists = H5Aexists(file, name);
-  if (exists < 0)
-    bad(path, std::string("cannot look up attribute '") + name + "': " + h5_cause());
+  if (exists < 0) bad(path, std::string("cannot look up attribute '") + name + "': " + h5_cause());
   if (exists == 0) bad(path, std::string("root attribute '") + name + "' is missing");
   H5Id a(H5Aopen(file, name, H5P_DEFAULT));
-  if (!a.valid())
-    bad(path, std::string("cannot open attribute '") + name + "': " + h5_cause());
+  if (!a.valid()) bad(path, std::string("cannot open attribute '") + name + "': " + h5_cause());
   return a;
 }
 
@@ -390,8 +387,8 @@ Store::Store(const std::string& path) : path_(path) {
     H5Id group(H5Gopen2(f, g.c_str(), H5P_DEFAULT));
     if (!group.valid()) {
       const std::string cause = h5_cause();
-      bad(path, "/" + g + (cause.find(kRerun) != std::string::npos ? ": " + cause
-                                                                    : " is not a group"));
+      bad(path,
+          "/" + g + (cause.find(kRerun) != std::string::npos ? ": " + cause : " is not a group"));
     }
     SplitIndex& s = kind == SplitKind::kTrain ? train_ : eval_;
     const auto where = [&](const store::Field& field) {
@@ -519,8 +516,9 @@ const Store::DirectReads* Store::direct_reads(SplitKind kind) const {
       const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
       auto direct = std::make_unique<DirectReads>();
       direct->chunk = chunk;
-      direct->address.assign(static_cast<std::size_t>((split(kind).pixel_bytes + chunk - 1) / chunk),
-                             DirectReads::kNoChunk);
+      direct->address.assign(
+          static_cast<std::size_t>((split(kind).pixel_bytes + chunk - 1) / chunk),
+          DirectReads::kNoChunk);
       // By coordinate: one index lookup per chunk (by number, HDF5 walks the index each time).
       for (std::size_t k = 0; k < direct->address.size(); ++k) {
         const hsize_t offset = static_cast<hsize_t>(k) * chunk;
@@ -564,8 +562,7 @@ Image Store::read_image(SplitKind kind, std::int64_t i) const {
   return img;
 }
 
-void Store::read_crop(SplitKind kind, std::int64_t i, const CropBox& box,
-                      std::uint8_t* dst) const {
+void Store::read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::uint8_t* dst) const {
   const SplitIndex& s = split(kind);
   PETS_CHECK(i >= 0 && i < s.size(), "image index out of range");
   const auto& shape = s.shapes[static_cast<std::size_t>(i)];

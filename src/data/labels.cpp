@@ -60,7 +60,8 @@ std::vector<std::string> class_coverage_warnings(const std::vector<std::string>&
   const auto missing = [&](const std::vector<std::int32_t>& labels, const char* what) {
     std::vector<char> seen(label_names.size(), 0);
     for (const std::int32_t l : labels)
-      if (l >= 0 && static_cast<std::size_t>(l) < seen.size()) seen[static_cast<std::size_t>(l)] = 1;
+      if (l >= 0 && static_cast<std::size_t>(l) < seen.size())
+        seen[static_cast<std::size_t>(l)] = 1;
     std::string names;
     std::size_t n = 0;
     for (std::size_t i = 0; i < seen.size(); ++i) {

@@ -161,8 +161,8 @@ void write_rows(hid_t parent, const char* name, hid_t file_type, hid_t mem_type,
   H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
   PETS_H5_CHECK(
       store::set_checksummed_chunks(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()));
-  H5Id space(PETS_H5_CHECK(
-      H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data())));
+  H5Id space(
+      PETS_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data())));
   H5Id dset(PETS_H5_CHECK(
       H5Dcreate2(parent, name, file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)));
   write_slab(dset.get(), mem_type, dxpl, dims, first, rows, data);
@@ -224,7 +224,7 @@ struct CandidateInfo {
   std::vector<std::string> names;        ///< sorted file names
   std::vector<std::string> label_table;  ///< the distinct labels of all names, sorted
   std::vector<std::int32_t> label;       ///< index into label_table of each name
-  std::vector<char> train;          ///< the split, decided on the candidate list before decoding
+  std::vector<char> train;  ///< the split, decided on the candidate list before decoding
   std::vector<std::int32_t> height, width;  ///< of the stored image; 0 when skipped
   std::uint64_t bytes(std::size_t i) const {
     return static_cast<std::uint64_t>(height[i]) * static_cast<std::uint64_t>(width[i]) * 3;
@@ -237,8 +237,7 @@ struct CandidateInfo {
 class SplitWriter {
  public:
   SplitWriter(hid_t file, const char* group_name, hid_t dxpl)
-      : group_(PETS_H5_CHECK(
-            H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT))),
+      : group_(PETS_H5_CHECK(H5Gcreate2(file, group_name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT))),
         dxpl_(dxpl) {
     H5Id dcpl(PETS_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
     const hsize_t chunk = 1 << 20;
@@ -269,7 +268,8 @@ class SplitWriter {
     const auto n = static_cast<std::int64_t>(members.size());
     const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
     std::uint64_t at = 0;
-    for (std::int64_t k = 0; k < lo; ++k) at += info.bytes(static_cast<std::size_t>(members[static_cast<std::size_t>(k)]));
+    for (std::int64_t k = 0; k < lo; ++k)
+      at += info.bytes(static_cast<std::size_t>(members[static_cast<std::size_t>(k)]));
     std::vector<std::uint64_t> offsets;
     std::vector<std::int32_t> shapes, labels;
     std::vector<char> names(static_cast<std::size_t>(hi - lo) * name_len, '\0');
@@ -295,8 +295,8 @@ class SplitWriter {
     write_rows(g, store::kLabels.name, file_type(store::kLabels.type),
                memory_type(store::kLabels.type), dxpl_, {count}, first, rows, labels.data());
     H5Id name_type = fixed_string_type(name_len);
-    write_rows(g, store::kNames.name, name_type.get(), name_type.get(), dxpl_, {count}, first,
-               rows, names.data());
+    write_rows(g, store::kNames.name, name_type.get(), name_type.get(), dxpl_, {count}, first, rows,
+               names.data());
     pixels_.close();
     group_.close();
   }
@@ -425,7 +425,8 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     packed = pets::comm::broadcast_string(std::move(packed), comm);
     std::vector<std::string> labels;
     for (std::size_t at = 0; at < packed.size();) {
-      const std::size_t name_end = packed.find('\0', at), reason_end = packed.find('\0', name_end + 1);
+      const std::size_t name_end = packed.find('\0', at),
+                        reason_end = packed.find('\0', name_end + 1);
       std::string name = packed.substr(at, name_end - at);
       if (reason_end == name_end + 1) {
         labels.push_back(*label_from_filename(name));
@@ -480,7 +481,8 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
       const auto per_rank = static_cast<std::int64_t>(std::clamp<std::uint64_t>(
           o.max_memory / largest, 1, static_cast<std::uint64_t>(std::max<std::int64_t>(nc, 1))));
       const std::int64_t window = per_rank * size;
-      const auto capacity = static_cast<std::size_t>(largest * static_cast<std::uint64_t>(per_rank));
+      const auto capacity =
+          static_cast<std::size_t>(largest * static_cast<std::uint64_t>(per_rank));
       PixelBuffer train_pixels(capacity), eval_pixels(capacity);
       PixelBuffer* const buffers[2] = {&train_pixels, &eval_pixels};
       Decoder decoder;
@@ -510,8 +512,7 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
       label_stored[static_cast<std::size_t>(info.label[c])] = 1;
       members[info.train[c] ? 0 : 1].push_back(i);
     }
-    const std::int64_t n_stored =
-        static_cast<std::int64_t>(members[0].size() + members[1].size());
+    const std::int64_t n_stored = static_cast<std::int64_t>(members[0].size() + members[1].size());
     summary.skipped = allgather_rows(skips, comm);
     summary.skipped.insert(summary.skipped.end(), listing_skips.begin(), listing_skips.end());
     std::sort(summary.skipped.begin(), summary.skipped.end());
@@ -561,8 +562,7 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     summary.train = static_cast<std::int64_t>(members[0].size());
     summary.eval = static_cast<std::int64_t>(members[1].size());
     summary.labels = static_cast<std::int64_t>(label_names.size());
-    summary.class_warnings =
-        class_coverage_warnings(label_names, split_labels[0], split_labels[1]);
+    summary.class_warnings = class_coverage_warnings(label_names, split_labels[0], split_labels[1]);
   }
   int renamed = 1;
   if (rank == 0) renamed = std::rename(tmp.c_str(), o.out.c_str()) == 0 ? 1 : 0;
@@ -572,8 +572,8 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
 
   unsigned long long peak = peak_resident_bytes();
   std::vector<unsigned long long> peaks(static_cast<std::size_t>(size));
-  PETS_MPI_CHECK(
-      MPI_Allgather(&peak, 1, MPI_UNSIGNED_LONG_LONG, peaks.data(), 1, MPI_UNSIGNED_LONG_LONG, comm));
+  PETS_MPI_CHECK(MPI_Allgather(&peak, 1, MPI_UNSIGNED_LONG_LONG, peaks.data(), 1,
+                               MPI_UNSIGNED_LONG_LONG, comm));
   summary.peak_resident.assign(peaks.begin(), peaks.end());
   return summary;
 }

@@ -17,8 +17,8 @@ FoldedBackbone::Conv fold(const nn::Conv2dImpl& conv, const nn::BatchNorm2dImpl&
   torch::NoGradGuard no_grad;
   PETS_CHECK(!conv.options.bias(), "folding expects bias-free convolutions");
   const auto& o = bn.options;
-  const torch::Tensor scale = bn.weight.to(torch::kFloat64) /
-                              (bn.running_var.to(torch::kFloat64) + o.eps()).sqrt();
+  const torch::Tensor scale =
+      bn.weight.to(torch::kFloat64) / (bn.running_var.to(torch::kFloat64) + o.eps()).sqrt();
   FoldedBackbone::Conv out;
   out.weight = (conv.weight.to(torch::kFloat64) * scale.view({-1, 1, 1, 1}))
                    .to(conv.weight.scalar_type())

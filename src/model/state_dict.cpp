@@ -14,33 +14,54 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is li
 
 torch::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
-    case DType::F64: return torch::kFloat64;
-    case DType::F32: return torch::kFloat32;
-    case DType::F16: return torch::kFloat16;
-    case DType::BF16: return torch::kBFloat16;
-    case DType::I64: return torch::kInt64;
-    case DType::I32: return torch::kInt32;
-    case DType::I16: return torch::kInt16;
-    case DType::I8: return torch::kInt8;
-    case DType::U8: return torch::kUInt8;
-    case DType::BOOL: return torch::kBool;
+    case DType::F64:
+      return torch::kFloat64;
+    case DType::F32:
+      return torch::kFloat32;
+    case DType::F16:
+      return torch::kFloat16;
+    case DType::BF16:
+      return torch::kBFloat16;
+    case DType::I64:
+      return torch::kInt64;
+    case DType::I32:
+      return torch::kInt32;
+    case DType::I16:
+      return torch::kInt16;
+    case DType::I8:
+      return torch::kInt8;
+    case DType::U8:
+      return torch::kUInt8;
+    case DType::BOOL:
+      return torch::kBool;
   }
   PETS_ERROR("unknown dtype");
 }
 
 DType from_scalar_type(torch::ScalarType type) {
   switch (type) {
-    case torch::kFloat64: return DType::F64;
-    case torch::kFloat32: return DType::F32;
-    case torch::kFloat16: return DType::F16;
-    case torch::kBFloat16: return DType::BF16;
-    case torch::kInt64: return DType::I64;
-    case torch::kInt32: return DType::I32;
-    case torch::kInt16: return DType::I16;
-    case torch::kInt8: return DType::I8;
-    case torch::kUInt8: return DType::U8;
-    case torch::kBool: return DType::BOOL;
-    default: PETS_ERROR(std::string("no safetensors dtype for ") + c10::toString(type));
+    case torch::kFloat64:
+      return DType::F64;
+    case torch::kFloat32:
+      return DType::F32;
+    case torch::kFloat16:
+      return DType::F16;
+    case torch::kBFloat16:
+      return DType::BF16;
+    case torch::kInt64:
+      return DType::I64;
+    case torch::kInt32:
+      return DType::I32;
+    case torch::kInt16:
+      return DType::I16;
+    case torch::kInt8:
+      return DType::I8;
+    case torch::kUInt8:
+      return DType::U8;
+    case torch::kBool:
+      return DType::BOOL;
+    default:
+      PETS_ERROR(std::string("no safetensors dtype for ") + c10::toString(type));
   }
 }
 
@@ -60,7 +81,8 @@ std::string shape_text(c10::IntArrayRef shape) {
 }  // namespace
 
 torch::Tensor to_tensor(const SafetensorsFile& file, const TensorInfo& info) {
-  torch::Tensor t = torch::empty(info.shape, torch::TensorOptions().dtype(to_scalar_type(info.dtype)));
+  torch::Tensor t =
+      torch::empty(info.shape, torch::TensorOptions().dtype(to_scalar_type(info.dtype)));
   std::memcpy(t.data_ptr(), file.data(info), info.end - info.begin);
   return t;
 }
@@ -123,7 +145,8 @@ LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
   for (const auto& [name, target] : targets) {
     wanted.insert(name);
     const TensorInfo* info = file.find(name);
-    if (info == nullptr) fail("missing key '" + name + "' (shape " + shape_text(target.sizes()) + ")");
+    if (info == nullptr)
+      fail("missing key '" + name + "' (shape " + shape_text(target.sizes()) + ")");
     if (head_mismatch && in_head(name)) {
       report.skipped.push_back(name);
       continue;

@@ -99,10 +99,10 @@ std::optional<data::Batch> InputPipeline::next() {
   if (!ahead_) return std::nullopt;
   data::Batch batch = std::move(*ahead_);
   std::unique_ptr<PendingImages> pending = std::move(ahead_images_);
-  current_images_ =
-      pending ? pending->get()
-              : at::empty({0, 3, batch.h, batch.w}, at::TensorOptions().device(device_),
-                          at::MemoryFormat::ChannelsLast);
+  current_images_ = pending
+                        ? pending->get()
+                        : at::empty({0, 3, batch.h, batch.w}, at::TensorOptions().device(device_),
+                                    at::MemoryFormat::ChannelsLast);
   current_step_ = batch.step;
   submit_next();
   return batch;

@@ -195,9 +195,9 @@ TrainOptions to_options(const po::variables_map& vm) {
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));
   o.out = vm["out"].as<std::string>();
   if (o.out.empty()) usage("--out must name a folder");
-  o.progress = parse_enum(vm, "progress",
-                          {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines,
-                           ProgressMode::kNone});
+  o.progress = parse_enum(
+      vm, "progress",
+      {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines, ProgressMode::kNone});
   o.progress_interval = vm["progress-interval"].as<double>();
   if (!std::isfinite(o.progress_interval) || o.progress_interval < 0)
     usage("--progress-interval must be 0 or a positive number of seconds, got " +

@@ -23,8 +23,8 @@
 #include "pets/train/checkpoint.hpp"
 #include "pets/train/debug_switches.hpp"
 #include "pets/train/evaluation.hpp"
-#include "pets/train/run_folder.hpp"
 #include "pets/train/input_pipeline.hpp"
+#include "pets/train/run_folder.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/train/training_state.hpp"
@@ -187,9 +187,9 @@ void Trainer::setup() {
     if (loader_->steps_per_epoch(SplitKind::kEval) == 0)
       throw UsageError(options_.data + ": no evaluation images");
   });
-  for (const std::string& w : data::class_coverage_warnings(
-           labels_, loader_->store().split(SplitKind::kTrain).labels,
-           loader_->store().split(SplitKind::kEval).labels))
+  for (const std::string& w :
+       data::class_coverage_warnings(labels_, loader_->store().split(SplitKind::kTrain).labels,
+                                     loader_->store().split(SplitKind::kEval).labels))
     log_.note("warning: " + options_.data + ": " + w);
 
   model_ = model::ResNet50d(loader_->num_classes());

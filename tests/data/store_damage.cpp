@@ -130,10 +130,9 @@ void flip_byte(const std::string& file, std::uint64_t offset) {
   std::FILE* f = std::fopen(file.c_str(), "r+b");
   check(f != nullptr, "cannot open " + file);
   int c = EOF;
-  const bool ok = std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
-                  (c = std::fgetc(f)) != EOF &&
-                  std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 &&
-                  std::fputc(c ^ 1, f) != EOF;
+  const bool ok =
+      std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 && (c = std::fgetc(f)) != EOF &&
+      std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 && std::fputc(c ^ 1, f) != EOF;
   check(std::fclose(f) == 0 && ok, "cannot flip byte " + std::to_string(offset) + " of " + file);
 }
 

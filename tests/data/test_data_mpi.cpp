@@ -1,7 +1,6 @@
 // Runs under mpiexec -n 2.
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,7 +35,8 @@ const std::string& shared_dir() {
   static std::string dir = [] {
     long long pid = world_rank() == 0 ? static_cast<long long>(getpid()) : 0;
     MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    const std::string d = std::string(PETS_BINARY_DIR) + "/tests/data/scratch/mpi_" + std::to_string(pid);
+    const std::string d =
+        std::string(PETS_BINARY_DIR) + "/tests/data/scratch/mpi_" + std::to_string(pid);
     if (world_rank() == 0) {
       fs::remove_all(d);
       fs::create_directories(d);
@@ -99,10 +99,12 @@ TEST(PreprocessMpi, TwoRanksWriteTheSameStoreAsOne) {
       EXPECT_EQ(x.offsets, y.offsets);
       EXPECT_EQ(x.shapes, y.shapes);
       for (std::int64_t i = 0; i < x.size(); ++i)
-        ASSERT_EQ(a.read_image(k, i).pixels, b.read_image(k, i).pixels) << split_name(k) << " " << i;
+        ASSERT_EQ(a.read_image(k, i).pixels, b.read_image(k, i).pixels)
+            << split_name(k) << " " << i;
     }
     // Disjoint split covering every stored image.
-    std::set<std::string> names(a.split(SplitKind::kTrain).names.begin(), a.split(SplitKind::kTrain).names.end());
+    std::set<std::string> names(a.split(SplitKind::kTrain).names.begin(),
+                                a.split(SplitKind::kTrain).names.end());
     for (const auto& n : a.split(SplitKind::kEval).names) EXPECT_TRUE(names.insert(n).second) << n;
     EXPECT_EQ(static_cast<std::int64_t>(names.size()), s1.stored);
   }
@@ -221,8 +223,10 @@ TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
       for (std::int64_t i = 0; i < n; ++i) want[i] = i;
       EXPECT_EQ(sorted, want) << split_name(kind) << " epoch " << epoch;
     }
-    if (kind == SplitKind::kTrain) EXPECT_NE(orders[0], orders[1]) << "epoch must reshuffle";
-    else EXPECT_EQ(orders[0], orders[1]);
+    if (kind == SplitKind::kTrain)
+      EXPECT_NE(orders[0], orders[1]) << "epoch must reshuffle";
+    else
+      EXPECT_EQ(orders[0], orders[1]);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) fs::remove_all(d);

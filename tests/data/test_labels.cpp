@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <set>
 
-#include "pets/util/error.hpp"
 #include "pets/data/labels.hpp"
 #include "pets/data/preprocess.hpp"
 #include "pets/testdata/synth.hpp"
+#include "pets/util/error.hpp"
 
 using namespace pets::data;
 using namespace pets::testdata;
@@ -23,11 +23,11 @@ TEST(Labels, ExtractsGroupOneOfThePythonPattern) {
 }
 
 TEST(Labels, RejectsNamesThatDoNotMatch) {
-  EXPECT_FALSE(label_from_filename("samoyed.jpg"));       // no number
-  EXPECT_FALSE(label_from_filename("samoyed_.jpg"));      // empty number
-  EXPECT_FALSE(label_from_filename("samoyed12.jpg"));     // no underscore
+  EXPECT_FALSE(label_from_filename("samoyed.jpg"));    // no number
+  EXPECT_FALSE(label_from_filename("samoyed_.jpg"));   // empty number
+  EXPECT_FALSE(label_from_filename("samoyed12.jpg"));  // no underscore
   EXPECT_FALSE(label_from_filename("samoyed_1a.jpg"));
-  EXPECT_FALSE(label_from_filename("Persian_3.JPG"));     // case-sensitive extension
+  EXPECT_FALSE(label_from_filename("Persian_3.JPG"));  // case-sensitive extension
   EXPECT_FALSE(label_from_filename("Persian_3.jpeg"));
   EXPECT_FALSE(label_from_filename("Persian_3.mat"));
   EXPECT_FALSE(label_from_filename("Persian_3.jpg.bak"));
@@ -41,8 +41,8 @@ TEST(Labels, SortedOrderIsPythonSorted) {
   // "basset_hound", "beagle"}) -> upper case first (byte order).
   const std::vector<std::string> got = sorted_labels(
       {"beagle", "Bengal", "Abyssinian", "american_bulldog", "Sphynx", "basset_hound", "beagle"});
-  const std::vector<std::string> want = {"Abyssinian", "Bengal", "Sphynx", "american_bulldog",
-                                         "basset_hound", "beagle"};
+  const std::vector<std::string> want = {"Abyssinian",       "Bengal",       "Sphynx",
+                                         "american_bulldog", "basset_hound", "beagle"};
   EXPECT_EQ(got, want);
   EXPECT_EQ(label_id(got, "Sphynx"), 2);
   EXPECT_THROW(label_id(got, "unicorn"), pets::Error);

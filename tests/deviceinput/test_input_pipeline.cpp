@@ -30,7 +30,8 @@ class InputPaths : public ::testing::Test {
   static constexpr int kSize = 96;
   static void SetUpTestSuite() {
     dir_ = new pets::data::testing::ScratchDir("input_pipeline");
-    pets::data::testing::make_store(*dir_ / "images", *dir_ / "store.h5", 3, 8, MPI_COMM_WORLD, 160);
+    pets::data::testing::make_store(*dir_ / "images", *dir_ / "store.h5", 3, 8, MPI_COMM_WORLD,
+                                    160);
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -390,12 +390,16 @@ TEST(TrainOptions, ConfigNamingAFolderIsOneClearError) {
 
 TEST(TrainOptions, ConfigStartingWithAByteOrderMarkIsRead) {
   const std::string path = temp_path("bom.cfg");
-  write_file(path, "\xEF\xBB\xBF" "epochs = 3\r\ndata = d.h5\r\n");
+  write_file(path,
+             "\xEF\xBB\xBF"
+             "epochs = 3\r\ndata = d.h5\r\n");
   const TrainOptions o = parse({"--config", path.c_str()}).options;
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.data, "d.h5");
   // Only at the start of the file: elsewhere it is part of a key, and refused as one.
-  write_file(path, "epochs = 3\n\xEF\xBB\xBF" "data = d.h5\n");
+  write_file(path,
+             "epochs = 3\n\xEF\xBB\xBF"
+             "data = d.h5\n");
   EXPECT_MENTIONS(usage_error({"--config", path.c_str()}), "unrecognised option");
   std::remove(path.c_str());
 }

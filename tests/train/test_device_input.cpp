@@ -39,7 +39,7 @@ constexpr int kSize = 224;
 // 1.9e-6, over one crop at most 5.3e-6 and 4.7e-6. The bounds are about twice that, still a
 // hundred times below one grey level, so a one-pixel shift or a missing antialias filter (each
 // 0.01 or more; ToleranceDetectsAShiftOrAMissingAntialias) fails them.
-constexpr double kMaxAbs = pets::train::kInputMaxAbsDiff;          ///< any value
+constexpr double kMaxAbs = pets::train::kInputMaxAbsDiff;            ///< any value
 constexpr double kCropMeanAbs = pets::train::kInputCropMeanAbsDiff;  ///< mean over one crop
 constexpr double kMeanAbs = pets::train::kInputMeanAbsDiff;  ///< mean over all crops of a test
 

@@ -78,7 +78,8 @@ TEST(Metrics, RunSummaryNamesFinalAndBestEpochAndTheModel) {
   EXPECT_EQ(pets::train::run_summary_line({a, b, c, d}, 61.25, "runs/x/model.safetensors"),
             "[run] 4 epochs, final accuracy 75.00 %, best 90.00 % at epoch 1; 61.2 s wall, "
             "30.0 train img/s; model runs/x/model.safetensors");
-  EXPECT_FALSE(std::regex_search(pets::train::run_summary_line({a}, 1.0, ""), std::regex("^epoch")));
+  EXPECT_FALSE(
+      std::regex_search(pets::train::run_summary_line({a}, 1.0, ""), std::regex("^epoch")));
   EXPECT_EQ(pets::train::run_summary_line({}, 1.0, ""), "[run] no epoch finished");
 }
 

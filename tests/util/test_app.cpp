@@ -57,7 +57,8 @@ TEST_F(Paths, OutputFile) {
   EXPECT_EQ(pets::output_file_problem(at("nodir/c.cfg")), "no folder " + q(at("nodir")));
   EXPECT_EQ(pets::output_file_problem(at("nodir/deeper/c.cfg")),
             "no folder " + q(at("nodir/deeper")));
-  EXPECT_EQ(pets::output_file_problem(at("file/c.cfg")), q(at("file")) + " is a file, not a folder");
+  EXPECT_EQ(pets::output_file_problem(at("file/c.cfg")),
+            q(at("file")) + " is a file, not a folder");
   EXPECT_EQ(pets::output_file_problem(at("file/sub/c.cfg")),
             q(at("file")) + " is a file, not a folder");
   expect_untouched();
@@ -79,7 +80,8 @@ TEST_F(Paths, OutputFolder) {
   EXPECT_EQ(pets::output_folder_problem(at("folder/")), std::nullopt);
   EXPECT_EQ(pets::output_folder_problem(at("new/run")), std::nullopt);
   EXPECT_EQ(pets::output_folder_problem(at("file")), q(at("file")) + " is a file, not a folder");
-  EXPECT_EQ(pets::output_folder_problem(at("file/run")), q(at("file")) + " is a file, not a folder");
+  EXPECT_EQ(pets::output_folder_problem(at("file/run")),
+            q(at("file")) + " is a file, not a folder");
   EXPECT_FALSE(fs::exists(at("new")));
   expect_untouched();
 }

@@ -43,8 +43,9 @@ struct RunSettings {
 /// Initialises MPI (MPI_Init_thread, at least MPI_THREAD_FUNNELED, MPI_ERRORS_RETURN on the
 /// world so that MPI failures become exceptions), runs `body` on every rank, and ends the job by
 /// the rules in this file's comment. A one-rank world inside a Slurm step of several tasks
-/// (slurm_single_rank_problem) is a usage error before `body` runs. Returns the process exit status (or does not return, when
-/// it aborts). If MPI is already initialised, it is neither initialised nor finalised here.
+/// (slurm_single_rank_problem) is a usage error before `body` runs. Returns the process exit status
+/// (or does not return, when it aborts). If MPI is already initialised, it is neither initialised
+/// nor finalised here.
 int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>& body,
                     const RunSettings& settings = {});
 

@@ -81,8 +81,7 @@ struct Batch {
 
 /// The seed of the augmentation stream of image `position` (step * train_batch + i) of an epoch
 /// on `rank`: results do not depend on which worker thread builds which batch.
-std::uint64_t augment_seed(std::uint64_t seed, int rank, std::int64_t epoch,
-                           std::int64_t position);
+std::uint64_t augment_seed(std::uint64_t seed, int rank, std::int64_t epoch, std::int64_t position);
 
 /// Reads, augments and batches this rank's share of a store, ahead of the consumer.
 class Loader {

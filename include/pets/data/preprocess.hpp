@@ -26,9 +26,9 @@ struct PreprocessOptions {
   std::string images_dir;
   std::string out;
   std::uint64_t seed = 42;
-  double train_fraction = 0.8;            ///< in (0, 1): both splits must be able to hold images
-  int max_side = 512;                     ///< 0 keeps decoded sizes; else at least kMinMaxSide
-  std::uint64_t max_pixels = 100'000'000; ///< decompression-bomb limit, from the header
+  double train_fraction = 0.8;             ///< in (0, 1): both splits must be able to hold images
+  int max_side = 512;                      ///< 0 keeps decoded sizes; else at least kMinMaxSide
+  std::uint64_t max_pixels = 100'000'000;  ///< decompression-bomb limit, from the header
   /// Decoded pixels one rank holds at once (one round): a round takes max_memory divided by the
   /// largest decoded size an image can have (3 * min(max_side^2, max_pixels)) images per rank,
   /// at least one.

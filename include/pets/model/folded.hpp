@@ -2,8 +2,9 @@
 /// \file
 /// The ResNet-50d backbone with every BatchNorm folded into the convolution before it: what
 /// `--bn-mode eval` runs. In eval mode a BatchNorm is a fixed per-channel affine map, so
-/// conv(x, w) followed by it equals conv(x, w * s) + (beta - mean * s), s = gamma / sqrt(var + eps):
-/// one pass over each activation instead of two. Equal to the unfolded model up to float rounding.
+/// conv(x, w) followed by it equals conv(x, w * s) + (beta - mean * s), s = gamma / sqrt(var +
+/// eps): one pass over each activation instead of two. Equal to the unfolded model up to float
+/// rounding.
 
 #include <ATen/core/Tensor.h>
 

@@ -34,9 +34,9 @@ namespace pets::train {
 /// computes sample centres and weights in double, LibTorch in float). Measured on the CPU device
 /// with LibTorch 1.13 over 80 crops of 60 to 1203 px: max |diff| 7.1e-5, mean 1.9e-6, per crop
 /// at most 5.3e-6 (tests/train/test_device_input.cpp); the bounds are about twice that.
-inline constexpr double kInputMaxAbsDiff = 1.5e-4;      ///< any value
-inline constexpr double kInputCropMeanAbsDiff = 1e-5;   ///< mean over one image
-inline constexpr double kInputMeanAbsDiff = 4e-6;       ///< mean over many images
+inline constexpr double kInputMaxAbsDiff = 1.5e-4;     ///< any value
+inline constexpr double kInputCropMeanAbsDiff = 1e-5;  ///< mean over one image
+inline constexpr double kInputMeanAbsDiff = 4e-6;      ///< mean over many images
 
 /// One crop to stage: `box` of `*image` (which must outlive the call).
 struct CropSource {

@@ -46,10 +46,10 @@ struct TrainOptions {
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
   ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
   double progress_interval = 30;                ///< seconds between progress lines (kLines)
-  ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
-  bool overwrite = false;         ///< start afresh in an `out` that holds a run, removing its files
-  std::string config;             ///< the --config file read, if any (informational)
-  std::string write_config;       ///< --write-config target; the program writes it and stops
+  ResumeMode resume = ResumeMode::kNo;          ///< continue from the latest checkpoint in `out`
+  bool overwrite = false;    ///< start afresh in an `out` that holds a run, removing its files
+  std::string config;        ///< the --config file read, if any (informational)
+  std::string write_config;  ///< --write-config target; the program writes it and stops
 };
 
 /// What the command line asks for.

@@ -33,8 +33,7 @@ class ProgressLine {
   /// kLines writes a line at the first draw() and then whenever `interval` has passed since the
   /// last line written (0: at every draw()).
   ProgressLine(std::FILE* stream, bool enabled, ProgressMode mode,
-               std::chrono::duration<double> interval,
-               std::optional<bool> terminal = std::nullopt);
+               std::chrono::duration<double> interval, std::optional<bool> terminal = std::nullopt);
 
   /// The form in use: kBar, kLines or kNone (never kAuto).
   ProgressMode mode() const { return mode_; }
