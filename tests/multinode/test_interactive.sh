@@ -19,28 +19,9 @@ unset SLURM_JOB_ID
 # 1. Ctrl-C once the first epoch is reported. Python starts it: a background job of a
 #    non-interactive shell would ignore SIGINT.
 rc=0
-(cd "$out" && python3 - "$JOBS/interactive.sh" "$out/stop.log" --epochs $TRAIN_EPOCHS \
-  --batch-size $TRAIN_BATCH --eval-batch-size 4 --device cpu <<'PY') || rc=$?
-import signal, subprocess, sys, time
-script, log_path, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-with open(log_path, "w") as log:
-    p = subprocess.Popen([script] + args, stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=subprocess.STDOUT)
-    deadline = time.time() + 300
-    while "epoch 0:" not in open(log_path).read():
-        if p.poll() is not None or time.time() > deadline:
-            sys.exit(f"interactive.sh ended ({p.poll()}) or stalled before epoch 0")
-        time.sleep(0.2)
-    start = time.time()
-    p.send_signal(signal.SIGINT)
-    try:
-        status = p.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        sys.exit("one SIGINT did not end interactive.sh within 90 s")
-print(f"interactive.sh on 2 nodes ended {time.time() - start:.1f} s after SIGINT, status {status}")
-sys.exit(0 if status == 75 else f"status {status} after SIGINT, want 75")
-PY
+(cd "$out" && python3 "$PETS_SOURCE/tests/lib/ctrl_c.py" "$out/stop.log" 300 90 \
+  "$JOBS/interactive.sh" --epochs $TRAIN_EPOCHS --batch-size $TRAIN_BATCH --eval-batch-size 4 \
+  --device cpu) || rc=$?
 [ "$rc" -eq 0 ] || { show_logs "$out/stop.log"; fatal "Ctrl-C on 2 nodes failed"; }
 stop=$(grep -E '^stopped by signal 2 at epoch [0-9]+, step [0-9]+ \(SIGINT\); checkpoint written in .*; continue with --resume' "$out/stop.log")
 [ -n "$stop" ] || { show_logs "$out/stop.log"; fail "no stop line after Ctrl-C"; }

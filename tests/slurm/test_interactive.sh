@@ -72,28 +72,8 @@ pass "one-rank world in a 2-task Slurm step refused: $(grep -m1 -- '--mpi=pmix' 
 #    ranks and the allocation are gone. Python starts it: a background job of a non-interactive
 #    shell would ignore SIGINT.
 rc=0
-python3 - "$JOBS/interactive.sh" "$out/ctrlc.log" "$out/ctrlc" <<'PY' || rc=$?
-import os, signal, subprocess, sys, time
-script, log_path, run = sys.argv[1:4]
-env = dict(os.environ, PETS_OUT=run)
-with open(log_path, "w") as log:
-    p = subprocess.Popen([script, "--epochs", "50", "--batch-size", "2"], stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.time() + 240
-    while "epoch 0:" not in open(log_path).read():
-        if p.poll() is not None or time.time() > deadline:
-            sys.exit(f"interactive.sh ended ({p.poll()}) or stalled before epoch 0")
-        time.sleep(0.2)
-    start = time.time()
-    p.send_signal(signal.SIGINT)
-    try:
-        status = p.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        sys.exit("one SIGINT did not end interactive.sh within 60 s")
-print(f"interactive.sh ended {time.time() - start:.1f} s after SIGINT, status {status}")
-sys.exit(0 if status == 75 else f"interactive.sh exited {status} after SIGINT, want 75")
-PY
+PETS_OUT=$out/ctrlc python3 "$PETS_SOURCE/tests/lib/ctrl_c.py" "$out/ctrlc.log" 240 60 \
+  "$JOBS/interactive.sh" --epochs 50 --batch-size 2 || rc=$?
 [ "$rc" -eq 0 ] || { show_logs "$out/ctrlc.log"; fail "Ctrl-C check failed"; }
 stop=$(grep -E '^stopped by signal 2 at epoch [0-9]+, step [0-9]+ \(SIGINT\); checkpoint written in .*; continue with --resume' "$out/ctrlc.log")
 [ -n "$stop" ] || { show_logs "$out/ctrlc.log"; fail "no stop line after Ctrl-C"; }
