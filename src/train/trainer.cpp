@@ -53,6 +53,23 @@ torch::Device pick_device(DeviceChoice choice, int local_rank) {
   return {torch::kCUDA, static_cast<torch::DeviceIndex>(local_rank % count)};
 }
 
+/// Runs `task` on rank 0 alone (collective): what it returns, or the UsageError it throws, on
+/// every rank. For input only rank 0 judges (--out), so the error is not "on 1 of N ranks".
+template <typename Task>
+std::string on_rank_0(const comm::MpiComm& mpi, Task&& task) {
+  std::string result, error;
+  if (mpi.rank() == 0) {
+    try {
+      result = task();
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  error = comm::broadcast_string(error, mpi.get());
+  if (!error.empty()) throw UsageError(error);
+  return comm::broadcast_string(result, mpi.get());
+}
+
 /// The run on one rank: start-up and resume, then epochs of training steps and evaluations
 /// with checkpoints; the parts (step, evaluation, state, BatchNorm sync) live in their own files.
 class Trainer {
