@@ -452,168 +452,169 @@ TEST_F(BadStore, DatasetWithoutChecksumIsRefused) {
   const std::string msg = usage_error_of([&] { Store s(p); });
   EXPECT_TRUE(contains(msg, p) && contains(msg, "/" + labels + " has no Fletcher32 checksum"))
       << msg;
-  // The loader's fixed-seed results are those of the whole-image transforms: each batch is, bit for
-  // bit, transform_train (train) or transform_eval (eval) of Store::read_image with the image's own
-  // stream (augment_seed), although the loader reads only the crop box's rows.
-  TEST_F(BadStore, LoaderEqualsWholeImageTransformsBitwise) {
-    LoaderOptions o;
-    o.path = good_;
-    o.train_batch = 3;
-    o.eval_batch = 2;
-    o.image_size = 40;
-    o.seed = 7;
-    o.world = 2;
-    o.rank = 1;
-    o.workers = 2;
-    Loader loader(o);
-    const Store& store = loader.store();
-    const std::size_t per_image = 3 * 40 * 40;
-    for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
-      for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
-        loader.start_epoch(kind, epoch);
-        std::int64_t images = 0;
-        while (auto b = loader.next()) {
-          const std::int64_t batch = kind == SplitKind::kTrain ? o.train_batch : o.eval_batch;
-          for (std::int64_t i = 0; i < b->n; ++i) {
-            const Image img = store.read_image(kind, b->indices[i]);
-            std::vector<float> want(per_image);
-            if (kind == SplitKind::kTrain) {
-              Rng rng(augment_seed(o.seed, o.rank, epoch, b->step * batch + i));
-              transform_train(img, rng, 40, want.data());
-            } else {
-              transform_eval(img, 40, want.data());
-            }
-            ASSERT_TRUE(std::equal(want.begin(), want.end(), b->pixels.begin() + i * per_image))
-                << split_name(kind) << " epoch " << epoch << " step " << b->step << " image " << i;
-            ++images;
+}
+
+// The loader's fixed-seed results are those of the whole-image transforms: each batch is, bit for
+// bit, transform_train (train) or transform_eval (eval) of Store::read_image with the image's own
+// stream (augment_seed), although the loader reads only the crop box's rows.
+TEST_F(BadStore, LoaderEqualsWholeImageTransformsBitwise) {
+  LoaderOptions o;
+  o.path = good_;
+  o.train_batch = 3;
+  o.eval_batch = 2;
+  o.image_size = 40;
+  o.seed = 7;
+  o.world = 2;
+  o.rank = 1;
+  o.workers = 2;
+  Loader loader(o);
+  const Store& store = loader.store();
+  const std::size_t per_image = 3 * 40 * 40;
+  for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      loader.start_epoch(kind, epoch);
+      std::int64_t images = 0;
+      while (auto b = loader.next()) {
+        const std::int64_t batch = kind == SplitKind::kTrain ? o.train_batch : o.eval_batch;
+        for (std::int64_t i = 0; i < b->n; ++i) {
+          const Image img = store.read_image(kind, b->indices[i]);
+          std::vector<float> want(per_image);
+          if (kind == SplitKind::kTrain) {
+            Rng rng(augment_seed(o.seed, o.rank, epoch, b->step * batch + i));
+            transform_train(img, rng, 40, want.data());
+          } else {
+            transform_eval(img, 40, want.data());
           }
+          ASSERT_TRUE(std::equal(want.begin(), want.end(), b->pixels.begin() + i * per_image))
+              << split_name(kind) << " epoch " << epoch << " step " << b->step << " image " << i;
+          ++images;
         }
-        EXPECT_GT(images, 0);
       }
-  }
-
-  TEST_F(BadStore, ReadCropIsTheBoxOfReadImage) {
-    const Store store(good_);
-    const ReadStats before = store.read_stats();
-    for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
-      for (std::int64_t i = 0; i < store.split(kind).size(); ++i) {
-        const Image img = store.read_image(kind, i);
-        const int h = img.height, w = img.width;
-        for (const CropBox box : {CropBox{0, 0, h, w}, CropBox{1, 2, h - 3, w - 5},
-                                  CropBox{h / 2, w / 3, h - h / 2, 1}, CropBox{h - 1, 0, 1, w}}) {
-          std::vector<std::uint8_t> got(static_cast<std::size_t>(box.height) * box.width * 3, 0);
-          store.read_crop(kind, i, box, got.data());
-          for (int y = 0; y < box.height; ++y)
-            ASSERT_TRUE(std::equal(
-                got.begin() + static_cast<std::ptrdiff_t>(y) * box.width * 3,
-                got.begin() + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
-                img.pixels.begin() + (static_cast<std::ptrdiff_t>(box.top + y) * w + box.left) * 3))
-                << split_name(kind) << " image " << i << " row " << y;
-        }
-        std::uint8_t byte = 0;
-        EXPECT_THROW(store.read_crop(kind, i, CropBox{h, 0, 1, 1}, &byte), pets::Error);
-        EXPECT_THROW(store.read_crop(kind, i, CropBox{0, w - 1, 1, 2}, &byte), pets::Error);
-      }
-    const ReadStats after = store.read_stats();
-    EXPECT_EQ(after.reads - before.reads, 9 * 5);  // 9 images, one read_image and 4 crops each
-    EXPECT_GT(after.bytes, before.bytes);
-    // Unfiltered pixels: every read copied from the mapped file, none took the HDF5 lock.
-    EXPECT_EQ(after.direct_reads - before.direct_reads, 9 * 5);
-    EXPECT_EQ(after.lock_held_seconds, before.lock_held_seconds);
-  }
-
-  // Filtered pixel chunks (here Fletcher32, a checksum) cannot be copied from the file: the reads
-  // go through HDF5 under its lock, and give the same bytes.
-  TEST_F(BadStore, FilteredPixelsAreReadThroughHdf5) {
-    const std::string train_pixels = schema::dataset_path(schema::kTrainGroup, schema::kPixels);
-    const std::string filtered = edited("fletcher.h5", [&](hid_t f) {
-      hid_t d = H5Dopen2(f, train_pixels.c_str(), H5P_DEFAULT);
-      hid_t sp = H5Dget_space(d);
-      hsize_t n = 0;
-      H5Sget_simple_extent_dims(sp, &n, nullptr);
-      std::vector<std::uint8_t> bytes(n);
-      H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
-      H5Dclose(d);
-      H5Ldelete(f, train_pixels.c_str(), H5P_DEFAULT);
-      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-      const hsize_t chunk = 4096;  // images span chunks
-      H5Pset_chunk(dcpl, 1, &chunk);
-      H5Pset_fletcher32(dcpl);
-      d = H5Dcreate2(f, train_pixels.c_str(), H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-      H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
-      H5Dclose(d);
-      H5Pclose(dcpl);
-      H5Sclose(sp);
-    });
-    const Store plain(good_), checked(filtered);
-    for (std::int64_t i = 0; i < plain.split(SplitKind::kTrain).size(); ++i) {
-      const Image img = plain.read_image(SplitKind::kTrain, i);
-      EXPECT_EQ(checked.read_image(SplitKind::kTrain, i).pixels, img.pixels) << "image " << i;
-      const CropBox box{img.height / 4, img.width / 5, img.height / 2, img.width / 2};
-      std::vector<std::uint8_t> a(static_cast<std::size_t>(box.height) * box.width * 3),
-          b(a.size());
-      plain.read_crop(SplitKind::kTrain, i, box, a.data());
-      checked.read_crop(SplitKind::kTrain, i, box, b.data());
-      EXPECT_EQ(a, b) << "image " << i;
+      EXPECT_GT(images, 0);
     }
-    const ReadStats stats = checked.read_stats();
-    EXPECT_EQ(stats.reads, 14);
-    EXPECT_EQ(stats.direct_reads, 0);
-    EXPECT_GT(stats.lock_held_seconds, 0.0);
-    EXPECT_EQ(plain.read_stats().direct_reads, 14);
-  }
+}
 
-  // LoaderOutput::kCrops: the boxes the CPU path resizes (same streams), their bytes packed in
-  // batch order into the buffer the allocator gave, and no float pixels.
-  TEST_F(BadStore, LoaderCropsAreTheCpuPathsBoxes) {
-    LoaderOptions o;
-    o.path = good_;
-    o.train_batch = 4;
-    o.image_size = 32;
-    o.output = LoaderOutput::kCrops;
-    int allocations = 0;
-    o.allocate_staging = [&allocations](std::size_t bytes) {
-      ++allocations;
-      auto owner = std::make_shared<std::vector<std::uint8_t>>(bytes + 16, 0xEE);
-      return StagingBuffer{owner->data() + 16, owner};  // not at the start: offsets are relative
-    };
-    Loader loader(o);
-    const Store& store = loader.store();
-    loader.start_epoch(SplitKind::kTrain, 3);
-    std::int64_t batches = 0;
-    while (auto b = loader.next()) {
-      ++batches;
-      EXPECT_TRUE(b->pixels.empty());
-      ASSERT_EQ(b->boxes.size(), static_cast<std::size_t>(b->n));
-      ASSERT_NE(b->crops.data, nullptr);
-      std::int64_t offset = 0;
-      for (std::int64_t i = 0; i < b->n; ++i) {
-        const Image img = store.read_image(SplitKind::kTrain, b->indices[i]);
-        Rng rng(augment_seed(o.seed, o.rank, 3, b->step * o.train_batch + i));
-        const CropBox want = random_resized_crop_box(img.height, img.width, rng);
-        const CropBox& box = b->boxes[i];
-        EXPECT_TRUE(box.top == want.top && box.left == want.left && box.height == want.height &&
-                    box.width == want.width)
-            << "image " << i;
-        ASSERT_EQ(b->crop_offsets[i], offset);
+TEST_F(BadStore, ReadCropIsTheBoxOfReadImage) {
+  const Store store(good_);
+  const ReadStats before = store.read_stats();
+  for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
+    for (std::int64_t i = 0; i < store.split(kind).size(); ++i) {
+      const Image img = store.read_image(kind, i);
+      const int h = img.height, w = img.width;
+      for (const CropBox box : {CropBox{0, 0, h, w}, CropBox{1, 2, h - 3, w - 5},
+                                CropBox{h / 2, w / 3, h - h / 2, 1}, CropBox{h - 1, 0, 1, w}}) {
+        std::vector<std::uint8_t> got(static_cast<std::size_t>(box.height) * box.width * 3, 0);
+        store.read_crop(kind, i, box, got.data());
         for (int y = 0; y < box.height; ++y)
           ASSERT_TRUE(std::equal(
-              b->crops.data + offset + static_cast<std::ptrdiff_t>(y) * box.width * 3,
-              b->crops.data + offset + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
-              img.pixels.begin() +
-                  (static_cast<std::ptrdiff_t>(box.top + y) * img.width + box.left) * 3));
-        offset += static_cast<std::int64_t>(box.height) * box.width * 3;
+              got.begin() + static_cast<std::ptrdiff_t>(y) * box.width * 3,
+              got.begin() + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
+              img.pixels.begin() + (static_cast<std::ptrdiff_t>(box.top + y) * w + box.left) * 3))
+              << split_name(kind) << " image " << i << " row " << y;
       }
-      EXPECT_EQ(b->crop_bytes, offset);
+      std::uint8_t byte = 0;
+      EXPECT_THROW(store.read_crop(kind, i, CropBox{h, 0, 1, 1}, &byte), pets::Error);
+      EXPECT_THROW(store.read_crop(kind, i, CropBox{0, w - 1, 1, 2}, &byte), pets::Error);
     }
-    EXPECT_EQ(batches, 2);
-    EXPECT_EQ(allocations, 2);
-    // Eval crops are whole images.
-    loader.start_epoch(SplitKind::kEval, 0);
-    const auto ev = loader.next();
-    ASSERT_TRUE(ev.has_value());
-    const Image first = store.read_image(SplitKind::kEval, ev->indices[0]);
-    EXPECT_EQ(ev->boxes[0].height, first.height);
-    EXPECT_EQ(ev->boxes[0].width, first.width);
-    EXPECT_TRUE(std::equal(first.pixels.begin(), first.pixels.end(), ev->crops.data));
+  const ReadStats after = store.read_stats();
+  EXPECT_EQ(after.reads - before.reads, 9 * 5);  // 9 images, one read_image and 4 crops each
+  EXPECT_GT(after.bytes, before.bytes);
+  // Unfiltered pixels: every read copied from the mapped file, none took the HDF5 lock.
+  EXPECT_EQ(after.direct_reads - before.direct_reads, 9 * 5);
+  EXPECT_EQ(after.lock_held_seconds, before.lock_held_seconds);
+}
+
+// Filtered pixel chunks (here Fletcher32, a checksum) cannot be copied from the file: the reads go
+// through HDF5 under its lock, and give the same bytes.
+TEST_F(BadStore, FilteredPixelsAreReadThroughHdf5) {
+  const std::string train_pixels = schema::dataset_path(schema::kTrainGroup, schema::kPixels);
+  const std::string filtered = edited("fletcher.h5", [&](hid_t f) {
+    hid_t d = H5Dopen2(f, train_pixels.c_str(), H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d);
+    hsize_t n = 0;
+    H5Sget_simple_extent_dims(sp, &n, nullptr);
+    std::vector<std::uint8_t> bytes(n);
+    H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    H5Dclose(d);
+    H5Ldelete(f, train_pixels.c_str(), H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t chunk = 4096;  // images span chunks
+    H5Pset_chunk(dcpl, 1, &chunk);
+    H5Pset_fletcher32(dcpl);
+    d = H5Dcreate2(f, train_pixels.c_str(), H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+  });
+  const Store plain(good_), checked(filtered);
+  for (std::int64_t i = 0; i < plain.split(SplitKind::kTrain).size(); ++i) {
+    const Image img = plain.read_image(SplitKind::kTrain, i);
+    EXPECT_EQ(checked.read_image(SplitKind::kTrain, i).pixels, img.pixels) << "image " << i;
+    const CropBox box{img.height / 4, img.width / 5, img.height / 2, img.width / 2};
+    std::vector<std::uint8_t> a(static_cast<std::size_t>(box.height) * box.width * 3), b(a.size());
+    plain.read_crop(SplitKind::kTrain, i, box, a.data());
+    checked.read_crop(SplitKind::kTrain, i, box, b.data());
+    EXPECT_EQ(a, b) << "image " << i;
   }
+  const ReadStats stats = checked.read_stats();
+  EXPECT_EQ(stats.reads, 14);
+  EXPECT_EQ(stats.direct_reads, 0);
+  EXPECT_GT(stats.lock_held_seconds, 0.0);
+  EXPECT_EQ(plain.read_stats().direct_reads, 14);
+}
+
+// LoaderOutput::kCrops: the boxes the CPU path resizes (same streams), their bytes packed in batch
+// order into the buffer the allocator gave, and no float pixels.
+TEST_F(BadStore, LoaderCropsAreTheCpuPathsBoxes) {
+  LoaderOptions o;
+  o.path = good_;
+  o.train_batch = 4;
+  o.image_size = 32;
+  o.output = LoaderOutput::kCrops;
+  int allocations = 0;
+  o.allocate_staging = [&allocations](std::size_t bytes) {
+    ++allocations;
+    auto owner = std::make_shared<std::vector<std::uint8_t>>(bytes + 16, 0xEE);
+    return StagingBuffer{owner->data() + 16, owner};  // not at the start: offsets are relative
+  };
+  Loader loader(o);
+  const Store& store = loader.store();
+  loader.start_epoch(SplitKind::kTrain, 3);
+  std::int64_t batches = 0;
+  while (auto b = loader.next()) {
+    ++batches;
+    EXPECT_TRUE(b->pixels.empty());
+    ASSERT_EQ(b->boxes.size(), static_cast<std::size_t>(b->n));
+    ASSERT_NE(b->crops.data, nullptr);
+    std::int64_t offset = 0;
+    for (std::int64_t i = 0; i < b->n; ++i) {
+      const Image img = store.read_image(SplitKind::kTrain, b->indices[i]);
+      Rng rng(augment_seed(o.seed, o.rank, 3, b->step * o.train_batch + i));
+      const CropBox want = random_resized_crop_box(img.height, img.width, rng);
+      const CropBox& box = b->boxes[i];
+      EXPECT_TRUE(box.top == want.top && box.left == want.left && box.height == want.height &&
+                  box.width == want.width)
+          << "image " << i;
+      ASSERT_EQ(b->crop_offsets[i], offset);
+      for (int y = 0; y < box.height; ++y)
+        ASSERT_TRUE(
+            std::equal(b->crops.data + offset + static_cast<std::ptrdiff_t>(y) * box.width * 3,
+                       b->crops.data + offset + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
+                       img.pixels.begin() +
+                           (static_cast<std::ptrdiff_t>(box.top + y) * img.width + box.left) * 3));
+      offset += static_cast<std::int64_t>(box.height) * box.width * 3;
+    }
+    EXPECT_EQ(b->crop_bytes, offset);
+  }
+  EXPECT_EQ(batches, 2);
+  EXPECT_EQ(allocations, 2);
+  // Eval crops are whole images.
+  loader.start_epoch(SplitKind::kEval, 0);
+  const auto ev = loader.next();
+  ASSERT_TRUE(ev.has_value());
+  const Image first = store.read_image(SplitKind::kEval, ev->indices[0]);
+  EXPECT_EQ(ev->boxes[0].height, first.height);
+  EXPECT_EQ(ev->boxes[0].width, first.width);
+  EXPECT_TRUE(std::equal(first.pixels.begin(), first.pixels.end(), ev->crops.data));
+}
