@@ -456,6 +456,13 @@ TrainResult Trainer::run() {
   apply_process_switches(switches_);
   const auto start = Clock::now();
   open_run_folder();
+  if (mpi_.rank() == 0) {
+    // What a writer killed mid-write (SIGKILL, a lost node) left beside its target; the lock on
+    // --out (open_run_folder) keeps a live run's files out of reach.
+    const StaleTempReport stale = remove_stale_temp_files(options_.out);
+    for (const auto& path : stale.removed) log_.note("removed " + path + " (its writer is gone)");
+    for (const auto& what : stale.kept) log_.note("notice: kept " + what);
+  }
   setup();
   if (resuming_ && first_epoch_ == options_.epochs) return report_finished();
   if (options_.overwrite) {
@@ -464,13 +471,6 @@ TrainResult Trainer::run() {
     if (removed != "0")
       log_.note("--overwrite: removed the earlier run's " + removed + " files from " +
                 options_.out);
-  }
-  if (mpi_.rank() == 0) {
-    // What a writer killed mid-write (SIGKILL, a lost node) left beside its target; the lock on
-    // --out (open_run_folder) keeps a live run's files out of reach.
-    const StaleTempReport stale = remove_stale_temp_files(options_.out);
-    for (const auto& path : stale.removed) log_.note("removed " + path + " (its writer is gone)");
-    for (const auto& what : stale.kept) log_.note("notice: kept " + what);
   }
   TrainResult result;
   EpochPosition position = first_position_;

@@ -137,7 +137,7 @@ wait "$np_pid"
 echo "run 3: mpirun status $? after SIGINT during the export"
 check_eq "run 3: rank 0 exit status (the run had finished training)" "$(cat status3.0 2>/dev/null || echo 'none (killed)')" 0
 [ -z "$(temps run3)" ] || fail "run 3: temporary files left: $(temps run3)"
-grep -q '^final model: run3/model.safetensors' run3.err || { fail "run 3: no final model line"; show run3.err; }
+grep -q '^\[run\] .*; model run3/model.safetensors$' run3.err || { fail "run 3: no final model line"; show run3.err; }
 cmp -s run3/model.safetensors run2/model.safetensors ||
   fail "run 3: the model written through a SIGTERM differs from the one written after a restart"
 pass "run 3: a SIGTERM during the export let it finish: the whole model, no temporary file"
