@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "pets/util/error.hpp"
@@ -37,10 +38,18 @@ bool all_digits(const std::string& s) {
   return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
-/// Whether process `pid` runs on this host (EPERM: it runs, as another user).
+/// Whether process `pid` runs on this host (EPERM: it runs, as another user). A zombie (ended,
+/// not yet reaped by its parent) writes nothing more: it does not run.
 bool process_runs(long pid) {
   if (pid <= 0) return true;  // nothing to tell: keep
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;    // no /proc: trust kill()
+  const std::size_t name_end = line.rfind(')');  // the state follows the name, which may hold ')'
+  if (name_end == std::string::npos || name_end + 2 >= line.size()) return true;
+  const char state = line[name_end + 2];
+  return state != 'Z' && state != 'X';
 }
 
 std::mutex g_pause_mutex;

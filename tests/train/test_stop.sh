@@ -107,6 +107,9 @@ left=$(temps run2)
 # Beside it: another host's temporary file and one of a process that runs: the next start keeps
 # both. (The killed writer's pid is checked on this host, where it is gone.)
 host_tag=$(sed -E 's/^model\.safetensors\.tmp\.(.+)\.[0-9]+$/\1/' <<<"$left")
+# The killed writer may outlive mpirun by a moment (killed, not yet gone): wait for it.
+writer=${left##*.}
+for _ in $(seq 1 100); do kill -0 "$writer" 2>/dev/null || break; sleep 0.1; done
 sleep 300 &
 alive=$!
 at_exit "kill $alive 2>/dev/null || true"
