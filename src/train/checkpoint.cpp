@@ -48,7 +48,7 @@ std::string save_checkpoint(const std::string& dir, int64_t index, const nlohman
   const std::string path = (fs::path(dir) / checkpoint_name(index)).string();
   model::write_tensors(path, tensors,
                        {{"format", "pt"},
-                        {"pets_state", state_text},
+                        {model::kTrainingStateMetadataKey, state_text},
                         {"pets_digest", digest_of(state_text, tensors)}});
   write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(index) + "\n");
   return path;
@@ -57,7 +57,7 @@ std::string save_checkpoint(const std::string& dir, int64_t index, const nlohman
 Checkpoint read_checkpoint(const std::string& path) {
   const auto file = model::SafetensorsFile::open(path);
   const auto& meta = file.metadata();
-  const auto state_it = meta.find("pets_state");
+  const auto state_it = meta.find(model::kTrainingStateMetadataKey);
   const auto digest_it = meta.find("pets_digest");
   if (state_it == meta.end() || digest_it == meta.end())
     throw UsageError(path + ": not a pets_train checkpoint (no pets_state/pets_digest metadata)");

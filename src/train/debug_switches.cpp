@@ -1,9 +1,12 @@
 #include "pets/train/debug_switches.hpp"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
+#include "pets/train/stop_signal.hpp"
 #include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 
@@ -20,12 +23,25 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.verify_ranks = lookup("PETS_VERIFY_RANKS") != nullptr;
   s.default_malloc = lookup("PETS_DEFAULT_MALLOC") != nullptr;
   if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
+  if (const char* seconds = lookup("PETS_PAUSE_EVAL")) {
+    char* end = nullptr;
+    const double v = std::strtod(seconds, &end);
+    if (end != seconds && *end == 0 && v >= 0.0) s.pause_eval_seconds = v;
+  }
   return s;
 }
 
 void apply_process_switches(const DebugSwitches& switches) {
   if (switches.pause_write)
     set_atomic_write_pause(switches.pause_write->file_name, switches.pause_write->seconds);
+}
+
+void pause_for_test(const std::string& where, double seconds) {
+  std::fprintf(stderr, "pausing %s (test switch, %.1f s)\n", where.c_str(), seconds);
+  std::fflush(stderr);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (stop_signal() == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 std::optional<WritePause> parse_write_pause(const std::string& text) {

@@ -10,7 +10,9 @@ namespace pets::train {
 Evaluator::Evaluator(comm::Communicator& comm, bool cache_features)
     : comm_(comm), cache_features_(cache_features) {}
 
-EvalCounts Evaluator::run(const BatchSource& source, const Features& features, const Head& head) {
+std::optional<EvalCounts> Evaluator::run(const BatchSource& source, const Features& features,
+                                         const Head& head, const Interrupt& interrupt) {
+  const auto interrupted = [&] { return interrupt && interrupt(); };
   int64_t counts[2] = {0, 0};  // correct, evaluated
   torch::NoGradGuard no_grad;
   const auto count = [&](const torch::Tensor& f, const torch::Tensor& labels) {
@@ -22,7 +24,10 @@ EvalCounts Evaluator::run(const BatchSource& source, const Features& features, c
   } else {
     std::vector<CachedBatch> fresh;
     source.start();
-    while (std::optional<data::Batch> batch = source.next()) {
+    for (;;) {
+      if (interrupted()) return std::nullopt;
+      std::optional<data::Batch> batch = source.next();
+      if (!batch) break;
       if (batch->n == 0) continue;
       torch::Tensor f = features(*batch);
       // clone: on the CPU the labels would otherwise alias the batch's memory.
@@ -33,7 +38,7 @@ EvalCounts Evaluator::run(const BatchSource& source, const Features& features, c
     if (cache_features_) cache_ = std::move(fresh);
   }
   comm_.allreduce_counters(counts, 2);
-  return {counts[0], counts[1]};
+  return EvalCounts{counts[0], counts[1]};
 }
 
 }  // namespace pets::train

@@ -93,7 +93,8 @@ class Trainer {
   void restore(const TrainingState& state, const std::string& path);
   /// Trains from `position` to the end of the epoch, or until a stop signal (returns false).
   bool train_epoch(int64_t epoch, EpochPosition& position);
-  void evaluate(int64_t epoch, EpochMetrics& metrics);
+  /// False when a stop signal, agreed by the ranks before a batch, ended it (metrics unset).
+  bool evaluate(int64_t epoch, EpochMetrics& metrics);
   /// With PETS_VERIFY_RANKS set: throws unless every rank holds the same model (collective).
   void verify_ranks_identical(int64_t epoch);
   /// Rank 0 checkpoints the run at (epoch, position) (collective: mid-epoch it gathers every
@@ -339,7 +340,7 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
                                 per_step * (steps - step - 1)));
     if (result.stop) {
       stop_agreed_ = true;
-      if (step + 1 < steps) return false;  // at the last step, finish the epoch first
+      if (step + 1 < steps) return false;  // at the last step, the evaluation stops at once
     }
   }
   return true;
@@ -357,7 +358,7 @@ void Trainer::verify_ranks_identical(int64_t epoch) {
             std::to_string(step_->gradient_steps_verified()) + " steps so far");
 }
 
-void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
+bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   // In train mode each rank's running statistics saw its own batches; evaluation and
   // checkpoints use their average, so every rank holds the same model.
   if (options_.bn_mode == BnMode::kTrain && mpi_.size() > 1) sync_batchnorm(*model_, *device_comm_);
@@ -374,14 +375,25 @@ void Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   }
   const BatchSource source{[&] { input_->start_epoch(SplitKind::kEval, epoch); },
                            [&] { return input_->next(); }};
-  const EvalCounts counts = evaluator_->run(
+  // A long evaluation would outlast a launcher's kill timeout: the ranks agree on a stop signal
+  // before every batch (one counter through MPI; every rank reads the same number of batches).
+  int64_t reads = 0;
+  const auto interrupt = [&] {
+    if (reads++ == 1 && switches_.pause_eval_seconds > 0 && mpi_.rank() == 0)
+      pause_for_test("in the evaluation", switches_.pause_eval_seconds);
+    if (!stop_agreed_) stop_agreed_ = comm_.sum_counter(stop_signal() != 0 ? 1 : 0) > 0;
+    return stop_agreed_;
+  };
+  const std::optional<EvalCounts> counts = evaluator_->run(
       source,
       [&](data::Batch& batch) {
         return backbone_features(*model_, backbone, input_->images(batch),
                                  options_.mixed_precision);
       },
-      [&](const torch::Tensor& features) { return model_->forward_head(features); });
-  set_evaluation(metrics, counts.correct, counts.evaluated, seconds_since(start));
+      [&](const torch::Tensor& features) { return model_->forward_head(features); }, interrupt);
+  if (!counts) return false;
+  set_evaluation(metrics, counts->correct, counts->evaluated, seconds_since(start));
+  return true;
 }
 
 void Trainer::save(int64_t epoch, const EpochPosition& position) {
@@ -475,21 +487,26 @@ TrainResult Trainer::run() {
   TrainResult result;
   EpochPosition position = first_position_;
   for (int64_t epoch = first_epoch_; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
-    const bool finished = train_epoch(epoch, position);
-    if (finished) {
-      EpochMetrics metrics = training_metrics(epoch, position, last_lr_);
-      evaluate(epoch, metrics);
+    // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
+    // resumed run trains no step of it and evaluates it.
+    bool complete = train_epoch(epoch, position);
+    EpochMetrics metrics;
+    if (complete) {
+      metrics = training_metrics(epoch, position, last_lr_);
+      complete = evaluate(epoch, metrics);
+    }
+    if (complete) {
       report_epoch(metrics);
       save(epoch + 1, EpochPosition{});
       write_metrics();
     } else {
       save(epoch, position);
     }
-    // A signal during the evaluation or the checkpoint: agreed here, not one step later.
-    if (finished && !stop_agreed_ && epoch + 1 < options_.epochs)
+    // A signal during the checkpoint: agreed here, not one step later.
+    if (complete && !stop_agreed_ && epoch + 1 < options_.epochs)
       stop_agreed_ = comm_.sum_counter(stop_signal() != 0 ? 1 : 0) > 0;
-    if (stop_agreed_ && (!finished || epoch + 1 < options_.epochs)) {
-      log_.note(stop_line(stop_signal(), finished ? epoch + 1 : epoch, finished ? 0 : position.step,
+    if (stop_agreed_ && (!complete || epoch + 1 < options_.epochs)) {
+      log_.note(stop_line(stop_signal(), complete ? epoch + 1 : epoch, complete ? 0 : position.step,
                           options_.out));
       result.preempted = true;
       result.epochs = history_;

@@ -47,8 +47,10 @@ class EvaluationTest : public ::testing::Test {
     head_->bias.zero_();
   }
 
-  /// Runs `evaluator` over this rank's batches, counting what it reads.
-  EvalCounts run(Evaluator& evaluator) {
+  /// Runs `evaluator` over this rank's batches, counting what it reads; `interrupt` as
+  /// Evaluator::run's.
+  std::optional<EvalCounts> run_or_interrupt(Evaluator& evaluator,
+                                             const Evaluator::Interrupt& interrupt) {
     const std::vector<Batch> batches = rank_batches(mpi_.rank());
     std::size_t next = 0;
     const BatchSource source{[&] {
@@ -65,7 +67,14 @@ class EvaluationTest : public ::testing::Test {
           features_ += b.n;
           return pets::train::batch_images(b, torch::kCPU).flatten(1).clone();
         },
-        [&](const torch::Tensor& f) { return head_(f); });
+        [&](const torch::Tensor& f) { return head_(f); }, interrupt);
+  }
+
+  /// A whole evaluation, which must not be interrupted.
+  EvalCounts run(Evaluator& evaluator) {
+    const std::optional<EvalCounts> counts = run_or_interrupt(evaluator, {});
+    if (!counts) throw std::runtime_error("an evaluation without interrupt returned nothing");
+    return *counts;
   }
 
   pets::comm::MpiComm mpi_;
@@ -107,6 +116,25 @@ TEST_F(EvaluationTest, CachedFeaturesServeLaterEvaluations) {
   EXPECT_EQ(flipped.correct, 6 - first.correct);
   EXPECT_EQ(flipped.evaluated, 6);
   EXPECT_EQ(starts_, 1);
+}
+
+TEST_F(EvaluationTest, InterruptAbandonsThePassAndCachesNothing) {
+  Evaluator evaluator(comm_, true);
+  // Asked before every read: true before the second abandons the pass after one batch.
+  int asked = 0;
+  const auto second_read = [&] { return ++asked == 2; };
+  EXPECT_FALSE(run_or_interrupt(evaluator, second_read).has_value());
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(features_, 2);           // one batch of two images reached the backbone, on each rank
+  EXPECT_FALSE(evaluator.cached());  // a part of the features is no cache
+  // Never interrupted: the next pass reads everything and counts every image once.
+  asked = 0;
+  const std::optional<EvalCounts> counts = run_or_interrupt(evaluator, [&] { return ++asked < 0; });
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_EQ(counts->correct, 4);
+  EXPECT_EQ(counts->evaluated, 6);
+  EXPECT_EQ(asked, mpi_.rank() == 0 ? 4 : 2);  // each batch and the end
+  EXPECT_TRUE(evaluator.cached());
 }
 
 }  // namespace

@@ -41,14 +41,16 @@ wait_for() {
   return 1
 }
 
-# state_of CKPT: "epoch E, step S" from the checkpoint's own state.
+# state_of CKPT [FORMAT]: "epoch E, step S" (or FORMAT, a Python format of the state's fields)
+# from the checkpoint's own state.
 state_of() {
-  python3 - "$1" <<'PY'
+  local format='epoch {epoch}, step {position[step]}'
+  python3 - "$1" "${2:-$format}" <<'PY'
 import json, struct, sys
 with open(sys.argv[1], "rb") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     state = json.loads(json.loads(f.read(n))["__metadata__"]["pets_state"])
-print(f"epoch {state['epoch']}, step {state['position']['step']}")
+print(sys.argv[2].format(**state))
 PY
 }
 
@@ -174,4 +176,34 @@ check_eq "run 5: status after a second SIGINT (killed by SIGINT)" "$?" 130
 [ $((SECONDS - start)) -lt 20 ] || fail "run 5: the second SIGINT did not end it at once"
 grep -q '^stopped by' run5.err && fail "run 5: a checkpoint line although it was ended at once"
 pass "run 4/5: one process: SIGINT stops at the epoch boundary (75), a second one quits at once"
+
+# ---- 6. A stop during the evaluation, mpirun -np 2 -----------------------------------------------
+# Rank 0 pauses after the evaluation's first batch; SIGUSR1 to mpirun (forwarded to both ranks):
+# they agree before the next batch, abandon the evaluation and checkpoint the epoch's last step.
+# The resumed run trains no step, evaluates, and ends with the very model and accuracy of a run
+# that was never stopped.
+eval_args=(--data pets.h5 --batch-size 8 --eval-batch-size 2 --max-lr 3e-2 --seed 42 --epochs 1)
+run_np 2 "$train" "${eval_args[@]}" --out run7 >run7.out 2>run7.err ||
+  { show run7.err; fatal "run 7 (never stopped): exit $?"; }
+PETS_PAUSE_EVAL=300 start_np 2 -x PETS_PAUSE_EVAL "$train" "${eval_args[@]}" --out run6 \
+  >run6.out 2>run6.err
+wait_for run6.err '^pausing in the evaluation' 600 "$np_pid" ||
+  { show run6.err; fatal "run 6: rank 0 never paused in the evaluation"; }
+start=$SECONDS
+kill -USR1 "$np_pid"
+wait "$np_pid"
+check_eq "run 6: status after SIGUSR1 during the evaluation" "$?" 75
+[ $((SECONDS - start)) -lt 120 ] || fail "run 6: the stop waited for the pause's end"
+steps=$(state_of "run6/$(cat run6/latest)" '{steps_per_epoch}')
+grep -q "^stopped by signal 10 at epoch 0, step ${steps:-?} (SIGUSR1); checkpoint written in run6" run6.err ||
+  { fail "run 6: not stopped at epoch 0, step ${steps:-?} (the epoch's last)"; show run6.err; }
+check_eq "run 6: the latest checkpoint" "$(state_of "run6/$(cat run6/latest)")" "epoch 0, step $steps"
+grep -q '^epoch 0:' run6.out && fail "run 6: an accuracy printed for an abandoned evaluation"
+run_np 2 "$train" "${eval_args[@]}" --out run6 --resume >run6b.out 2>run6b.err ||
+  { show run6b.err; fatal "run 6: --resume exit $?"; }
+check_eq "run 6: --resume prints the accuracy of the run never stopped" "$(cat run6b.out)" \
+  "$(cat run7.out)"
+cmp -s run6/model.safetensors run7/model.safetensors ||
+  fail "run 6: the resumed run's model differs from the never-stopped run's"
+pass "run 6: a stop in the evaluation: checkpoint at the epoch's last step, --resume evaluates it"
 finish

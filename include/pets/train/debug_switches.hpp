@@ -36,6 +36,9 @@ struct DebugSwitches {
   bool verify_ranks = false;    ///< PETS_VERIFY_RANKS: digests of gradients and model compared
   bool default_malloc = false;  ///< PETS_DEFAULT_MALLOC: glibc's allocator settings kept
   std::optional<WritePause> pause_write;  ///< PETS_PAUSE_WRITE (unset or malformed: none)
+  /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
+  /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.
+  double pause_eval_seconds = 0.0;
 
   /// From this process's environment; a switch is on when its variable is set (to anything).
   static DebugSwitches from_environment();
@@ -46,6 +49,10 @@ struct DebugSwitches {
 /// Applies the switches that act outside the training loop (PETS_PAUSE_WRITE, in the atomic
 /// file writer).
 void apply_process_switches(const DebugSwitches& switches);
+
+/// PETS_PAUSE_EVAL's pause: announces "pausing WHERE" on stderr, then sleeps `seconds` or until
+/// a stop signal arrives.
+void pause_for_test(const std::string& where, double seconds);
 
 /// "NAME:SECONDS" (a file name without '/', SECONDS >= 0), or nothing when malformed.
 std::optional<WritePause> parse_write_pause(const std::string& text);

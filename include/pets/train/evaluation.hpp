@@ -44,9 +44,16 @@ class Evaluator {
   /// the features cannot change).
   Evaluator(comm::Communicator& comm, bool cache_features);
 
+  /// Asked before each read from the source (each batch and the end); true abandons the pass.
+  /// It may be collective only where every rank reads the same number of batches (as from
+  /// data::Loader, whose evaluation steps are the same on every rank).
+  using Interrupt = std::function<bool()>;
+
   /// Counts `head`'s right predictions (argmax) over this rank's batches, then sums the counts
-  /// over the ranks (collective). Empty batches are skipped.
-  EvalCounts run(const BatchSource& source, const Features& features, const Head& head);
+  /// over the ranks (collective). Empty batches are skipped. Nothing when `interrupt` abandoned
+  /// the pass: no counts summed, no features cached.
+  std::optional<EvalCounts> run(const BatchSource& source, const Features& features,
+                                const Head& head, const Interrupt& interrupt = {});
 
   /// True once features are cached (the next run reads no batch).
   bool cached() const { return cache_.has_value(); }
