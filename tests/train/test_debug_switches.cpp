@@ -51,6 +51,13 @@ TEST(DebugSwitches, WritePauseSyntax) {
     EXPECT_FALSE(pets::train::parse_write_pause(bad)) << bad;
 }
 
+TEST(DebugSwitches, EvalPauseSeconds) {
+  EXPECT_EQ(from({}).pause_eval_seconds, 0.0);
+  EXPECT_EQ(from({{"PETS_PAUSE_EVAL", "2.5"}}).pause_eval_seconds, 2.5);
+  for (const char* bad : {"", "x", "-1", "2s"})
+    EXPECT_EQ(from({{"PETS_PAUSE_EVAL", bad}}).pause_eval_seconds, 0.0) << bad;
+}
+
 TEST(DebugSwitches, FaultSpecSyntax) {
   const auto spec = pets::train::parse_fault_spec("sigkill:0:123456789012");
   ASSERT_TRUE(spec);
