@@ -5,7 +5,8 @@
 # checkpoint) and plot it; run again with the first epoch count it keeps its promise that
 # "running this cell again continues" (issue 16, items 2-4): the finished run prints its final
 # line (the store reused, so the checkpoint's store is the one given). PETS_LAUNCHER=bogus must
-# be refused by the first cell.
+# be refused by the first cell. Jupyter's interrupt during training (notebook_interrupt.py) stops
+# the job through a checkpoint, and the cell run again resumes there.
 # Arguments: SOURCE_DIR BIN_DIR WORKDIR MPIEXEC NPFLAG PREFLAGS
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 src=$1 bin=$2
@@ -69,9 +70,17 @@ grep -q "has finished all 1 epochs" again.log again.ipynb 2>/dev/null ||
   { fail "run again, the finished run does not say it is finished"; show again.log; }
 grep -q "using $work/nb/pets.h5" again.ipynb || fail "run again, the notebook made its store anew"
 
+# The stop button during training: the job stops through a checkpoint (status 75), the cell says
+# how to continue, and the cell run again resumes at that step.
+PETS_EPOCHS=30 capture interrupt.log /usr/bin/python3 "$src/tests/userpaths/notebook_interrupt.py" \
+  "$src/jobs/pets_train.ipynb" 600 120
+if [ "$status" -eq 0 ]; then tail -n 1 interrupt.log; else
+  fail "interrupting the training cell (status $status)"; show interrupt.log
+fi
+
 PETS_LAUNCHER=bogus capture bogus.log jupyter nbconvert --to notebook --execute \
   --output-dir "$work" --output bogus.ipynb "$src/jobs/pets_train.ipynb"
 [ "$status" -ne 0 ] || fail "PETS_LAUNCHER=bogus: the notebook ran"
 grep -q "PETS_LAUNCHER must be auto, srun or mpirun" bogus.log || { fail "PETS_LAUNCHER=bogus: no clear message"; show bogus.log; }
-pass "the notebook falls back to mpirun without a controller, trains a second epoch count in its own run, refuses a bad launcher"
+pass "the notebook falls back to mpirun without a controller, trains a second epoch count in its own run, stops through a checkpoint on an interrupt, refuses a bad launcher"
 finish
