@@ -35,6 +35,10 @@
 #                              containing TEXT, and no report of a torn-down MPI job (output
 #                              in ./usage.log)
 #   abort_report LOG           true when LOG holds Open MPI's report of a torn-down job
+#   no_cluster_conf FILE       writes FILE, a slurm.conf whose controller is not there (an srun
+#                              asking for an allocation fails; sinfo gets no answer)
+#   jupyter_home DIR           Jupyter, IPython and matplotlib keep their files under DIR (made),
+#                              not in $HOME; matplotlib draws without a display
 
 set -uo pipefail
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
@@ -203,4 +207,21 @@ expect_usage() {
     return 1
   fi
   echo "ok: $what: $(grep '^error:' "$log")"
+}
+
+no_cluster_conf() {
+  cat >"$1" <<'CONF'
+ClusterName=nocluster
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=9
+MessageTimeout=2
+NodeName=localhost CPUs=1 State=UNKNOWN
+PartitionName=p Nodes=localhost Default=YES
+CONF
+}
+
+jupyter_home() {
+  mkdir -p "$1" || fatal "cannot make $1"
+  export JUPYTER_CONFIG_DIR=$1/config JUPYTER_DATA_DIR=$1/data JUPYTER_RUNTIME_DIR=$1/runtime
+  export IPYTHONDIR=$1/ipython MPLCONFIGDIR=$1/matplotlib MPLBACKEND=Agg
 }

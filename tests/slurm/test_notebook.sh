@@ -9,11 +9,8 @@ command -v jupyter-nbconvert >/dev/null || jupyter nbconvert --version >/dev/nul
   fatal "jupyter nbconvert is missing (scripts/install_deps.sh installs jupyter-nbconvert)"
 
 out=$WORK/notebook
-rm -rf "$out" && mkdir -p "$out/jupyter" || fatal "cannot make $out/jupyter"
-# Jupyter, IPython and matplotlib keep their files under the test folder, not in $HOME.
-export JUPYTER_CONFIG_DIR=$out/jupyter/config JUPYTER_DATA_DIR=$out/jupyter/data
-export JUPYTER_RUNTIME_DIR=$out/jupyter/runtime IPYTHONDIR=$out/jupyter/ipython
-export MPLCONFIGDIR=$out/jupyter/matplotlib MPLBACKEND=Agg
+rm -rf "$out"
+jupyter_home "$out/jupyter"
 export PETS_REPO=$PETS_SOURCE PETS_BIN PETS_WORK=$out/work PETS_NTASKS=2 PETS_CPUS_PER_TASK=1
 export PETS_EPOCHS=2 PETS_BATCH_SIZE=2 PETS_SYNTH_CLASSES=2 PETS_SYNTH_PER_CLASS=4
 unset SLURM_JOB_ID

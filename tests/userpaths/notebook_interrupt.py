@@ -25,7 +25,9 @@ training = next(i for i, c in enumerate(cells) if c.startswith("args = ["))
 def run_cell(kc, code, seconds, on_text=None):
     """Runs `code`; returns (its stream text, the error name or None). `on_text(text)` is called
     with the text so far after each output; it may act (interrupt)."""
-    msg_id = kc.execute(code)
+    # stop_on_error=False: the interrupted cell's error must not abort the next request (ipykernel
+    # drops what arrives just after an error otherwise).
+    msg_id = kc.execute(code, stop_on_error=False)
     text, error = "", None
     deadline = time.time() + seconds
     while True:
@@ -88,7 +90,7 @@ try:
     again, error = run_cell(kc, cells[training], start_s + stop_s, interrupt_on_resume)
     at = re.search(r"^resumed from .* at (epoch \d+, step \d+)", again, re.M)
     if not at or at.group(1) != stop.group(1):
-        sys.exit(f"run again, the cell did not resume at {stop.group(1)}:\n{again}")
+        sys.exit(f"run again, the cell did not resume at {stop.group(1)} (it ended in {error}):\n{again}")
     print(f"ok: interrupted at {stop.group(1)} with a checkpoint; the cell run again resumed there")
 finally:
     kc.stop_channels()

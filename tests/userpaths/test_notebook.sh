@@ -15,19 +15,9 @@ use_mpiexec "$4" "$5" "${6:-}"
 command -v jupyter-nbconvert >/dev/null || fatal "jupyter nbconvert is missing (scripts/install_deps.sh installs it)"
 command -v sinfo >/dev/null || fatal "sinfo is missing (scripts/install_deps.sh installs slurm-wlm)"
 
-cat >nocluster.conf <<'CONF'
-ClusterName=nocluster
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=9
-MessageTimeout=2
-NodeName=localhost CPUs=1 State=UNKNOWN
-PartitionName=p Nodes=localhost Default=YES
-CONF
-mkdir -p jupyter
+no_cluster_conf nocluster.conf
 export SLURM_CONF=$work/nocluster.conf
-export JUPYTER_CONFIG_DIR=$work/jupyter/config JUPYTER_DATA_DIR=$work/jupyter/data
-export JUPYTER_RUNTIME_DIR=$work/jupyter/runtime IPYTHONDIR=$work/jupyter/ipython
-export MPLCONFIGDIR=$work/jupyter/matplotlib MPLBACKEND=Agg
+jupyter_home "$work/jupyter"
 export PETS_REPO=$src PETS_BIN=$bin PETS_WORK=$work/nb PETS_NTASKS=2 PETS_CPUS_PER_TASK=1
 export PETS_BATCH_SIZE=4 PETS_SYNTH_CLASSES=2 PETS_SYNTH_PER_CLASS=4
 unset SLURM_JOB_ID PETS_LAUNCHER

@@ -15,14 +15,7 @@ use_mpiexec "$4" "$5" "${6:-}"
 # ---- interactive.sh --help -----------------------------------------------------------------
 # A Slurm client configured for a controller that is not there: were srun asked for an
 # allocation, it would fail, and the help would not be printed.
-cat >nocluster.conf <<'CONF'
-ClusterName=nocluster
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=9
-MessageTimeout=2
-NodeName=localhost CPUs=1 State=UNKNOWN
-PartitionName=p Nodes=localhost Default=YES
-CONF
+no_cluster_conf nocluster.conf
 for flag in --help -h; do
   SLURM_CONF=$work/nocluster.conf PETS_BIN=$bin capture help.log bash "$src/jobs/interactive.sh" "$flag"
   check_eq "interactive.sh $flag: status" "$status" 0
