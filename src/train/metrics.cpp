@@ -76,48 +76,51 @@ std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs) {
   return text;
 }
 
+namespace {
+
+// Each struct's fields, listed once for both directions: f(key, member).
+template <class M, class F>
+void epoch_metrics_fields(M& m, F&& f) {
+  f("epoch", m.epoch);
+  f("accuracy", m.accuracy);
+  f("correct", m.correct);
+  f("evaluated", m.evaluated);
+  f("train_loss", m.train_loss);
+  f("lr", m.lr);
+  f("train_images_per_s", m.train_images_per_s);
+  f("eval_images_per_s", m.eval_images_per_s);
+  f("train_seconds", m.train_seconds);
+  f("eval_seconds", m.eval_seconds);
+  f("loader_wait_share", m.loader_wait_share);
+}
+
+template <class P, class F>
+void epoch_position_fields(P& p, F&& f) {
+  f("step", p.step);
+  f("loss_sum", p.loss_sum);
+  f("images", p.images);
+  f("seconds", p.seconds);
+  f("wait_seconds", p.wait_seconds);
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const EpochMetrics& m) {
-  j = {{"epoch", m.epoch},
-       {"accuracy", m.accuracy},
-       {"correct", m.correct},
-       {"evaluated", m.evaluated},
-       {"train_loss", m.train_loss},
-       {"lr", m.lr},
-       {"train_images_per_s", m.train_images_per_s},
-       {"eval_images_per_s", m.eval_images_per_s},
-       {"train_seconds", m.train_seconds},
-       {"eval_seconds", m.eval_seconds},
-       {"loader_wait_share", m.loader_wait_share}};
+  j = nlohmann::json::object();
+  epoch_metrics_fields(m, [&](const char* key, const auto& value) { j[key] = value; });
 }
 
 void from_json(const nlohmann::json& j, EpochMetrics& m) {
-  j.at("epoch").get_to(m.epoch);
-  j.at("accuracy").get_to(m.accuracy);
-  j.at("correct").get_to(m.correct);
-  j.at("evaluated").get_to(m.evaluated);
-  j.at("train_loss").get_to(m.train_loss);
-  j.at("lr").get_to(m.lr);
-  j.at("train_images_per_s").get_to(m.train_images_per_s);
-  j.at("eval_images_per_s").get_to(m.eval_images_per_s);
-  j.at("train_seconds").get_to(m.train_seconds);
-  j.at("eval_seconds").get_to(m.eval_seconds);
-  j.at("loader_wait_share").get_to(m.loader_wait_share);
+  epoch_metrics_fields(m, [&](const char* key, auto& value) { j.at(key).get_to(value); });
 }
 
 void to_json(nlohmann::json& j, const EpochPosition& p) {
-  j = {{"step", p.step},
-       {"loss_sum", p.loss_sum},
-       {"images", p.images},
-       {"seconds", p.seconds},
-       {"wait_seconds", p.wait_seconds}};
+  j = nlohmann::json::object();
+  epoch_position_fields(p, [&](const char* key, const auto& value) { j[key] = value; });
 }
 
 void from_json(const nlohmann::json& j, EpochPosition& p) {
-  j.at("step").get_to(p.step);
-  j.at("loss_sum").get_to(p.loss_sum);
-  j.at("images").get_to(p.images);
-  j.at("seconds").get_to(p.seconds);
-  j.at("wait_seconds").get_to(p.wait_seconds);
+  epoch_position_fields(p, [&](const char* key, auto& value) { j.at(key).get_to(value); });
 }
 
 }  // namespace pets::train

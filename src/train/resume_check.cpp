@@ -18,20 +18,29 @@ RunConfig RunConfig::of(const TrainOptions& o, std::vector<std::string> labels) 
   return c;
 }
 
+namespace {
+
+// The fields, listed once for both directions: f(key, member).
+template <class C, class F>
+void run_config_fields(C& c, F&& f) {
+  f("epochs", c.epochs);
+  f("batch_size", c.batch_size);
+  f("max_lr", c.max_lr);
+  f("seed", c.seed);
+  f("bn_mode", c.bn_mode);
+  f("mixed_precision", c.mixed_precision);
+  f("labels", c.labels);
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const RunConfig& c) {
-  j = {{"epochs", c.epochs}, {"batch_size", c.batch_size}, {"max_lr", c.max_lr},
-       {"seed", c.seed},     {"bn_mode", c.bn_mode},       {"mixed_precision", c.mixed_precision},
-       {"labels", c.labels}};
+  j = nlohmann::json::object();
+  run_config_fields(c, [&](const char* key, const auto& value) { j[key] = value; });
 }
 
 void from_json(const nlohmann::json& j, RunConfig& c) {
-  j.at("epochs").get_to(c.epochs);
-  j.at("batch_size").get_to(c.batch_size);
-  j.at("max_lr").get_to(c.max_lr);
-  j.at("seed").get_to(c.seed);
-  j.at("bn_mode").get_to(c.bn_mode);
-  j.at("mixed_precision").get_to(c.mixed_precision);
-  j.at("labels").get_to(c.labels);
+  run_config_fields(c, [&](const char* key, auto& value) { j.at(key).get_to(value); });
 }
 
 namespace {

@@ -53,13 +53,16 @@ TEST_F(CheckpointCrash, KilledAtRandomPointsNeverLeavesAPartialLatest) {
   save(0);
   std::mt19937 rng(1234);
   int64_t last_seen = 0;
-  for (int round = 0; round < 25; ++round) {
+  // 25 rounds; on a machine so loaded that no write completed in them, more, with longer times
+  // before the kill (up to ~2 s), until one has.
+  for (int round = 0; round < 25 || (last_seen == 0 && round < 60); ++round) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
       for (int64_t i = last_seen + 1;; ++i) save(i);  // until killed
     }
-    ::usleep(std::uniform_int_distribution<int>(2'000, 60'000)(rng));
+    const int longest = round < 25 ? 60'000 : 60'000 * (1 + (round - 25));
+    ::usleep(std::uniform_int_distribution<int>(2'000, longest)(rng));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
