@@ -26,24 +26,8 @@ jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=400 \
   --output-dir "$out" --output executed.ipynb "$JOBS/pets_train.ipynb" >"$out/nbconvert.log" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { show_logs "$out/nbconvert.log"; fatal "nbconvert --execute ended with status $rc"; }
 
-python3 - "$out/executed.ipynb" "$PETS_EPOCHS" <<'PY' || fail "the executed notebook is wrong (see above)"
-import json, re, sys
-nb = json.load(open(sys.argv[1]))
-epochs = int(sys.argv[2])
-code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-assert all(c.get("execution_count") for c in code), "a code cell did not run"
-text = []
-for c in code:
-    for o in c.get("outputs", []):
-        assert o["output_type"] != "error", f"cell error: {o.get('ename')}: {o.get('evalue')}"
-        if o["output_type"] == "stream":
-            text.append("".join(o["text"]))
-out = "".join(text)
-assert "$ srun --mpi=pmix" in out, "the jobs were not launched with srun --mpi=pmix"
-lines = re.findall(r"^epoch (\d+): \d+\.\d\d$", out, re.M)
-assert lines == [str(e) for e in range(epochs)], f"epoch lines {lines}"
-print("notebook: epoch lines", lines)
-PY
+python3 "$PETS_SOURCE/tests/lib/check_notebook.py" "$out/executed.ipynb" "$PETS_EPOCHS" \
+  --contains '$ srun --mpi=pmix' || fail "the executed notebook is wrong (above)"
 # The notebook's steps: each an allocation of its own (srun outside any allocation), named
 # pets-notebook.
 scontrol -o show job 2>/dev/null | grep 'JobName=pets-notebook' | tr ' ' '\n' |

@@ -20,28 +20,9 @@ jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 \
   --output-dir "$out" --output executed.ipynb "$JOBS/pets_train.ipynb" >"$out/nbconvert.log" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { show_logs "$out/nbconvert.log"; fatal "nbconvert --execute ended with status $rc"; }
 
-python3 - "$out/executed.ipynb" "$PETS_EPOCHS" <<'PY' || fail "the executed notebook is wrong (see above)"
-import json, re, sys
-nb = json.load(open(sys.argv[1]))
-epochs = int(sys.argv[2])
-code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-assert all(c.get("execution_count") for c in code), "a code cell did not run"
-text, images = [], 0
-for c in code:
-    for o in c.get("outputs", []):
-        assert o["output_type"] != "error", f"cell error: {o.get('ename')}: {o.get('evalue')}"
-        if o["output_type"] == "stream":
-            text.append("".join(o["text"]))
-        elif "image/png" in o.get("data", {}):
-            images += 1
-out = "".join(text)
-assert "Slurm: slurm" in out, "the environment cell did not find Slurm"
-assert "$ srun --mpi=pmix" in out, "the jobs were not launched with srun --mpi=pmix"
-lines = re.findall(r"^epoch (\d+): \d+\.\d\d$", out, re.M)
-assert lines == [str(e) for e in range(epochs)], f"epoch lines {lines}"
-assert images >= 1, "the plot cell produced no image"
-print("notebook: epoch lines", lines, "and", images, "image(s)")
-PY
+python3 "$PETS_SOURCE/tests/lib/check_notebook.py" "$out/executed.ipynb" "$PETS_EPOCHS" \
+  --contains "Slurm: slurm" --contains '$ srun --mpi=pmix' --images 1 ||
+  fail "the executed notebook is wrong (above)"
 png=$out/work/metrics.png
 [ -s "$png" ] || fail "$png not written"
 [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png is not a PNG"
