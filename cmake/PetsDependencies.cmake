@@ -49,6 +49,14 @@ endforeach()
 add_library(pets_torch INTERFACE)
 target_link_libraries(pets_torch INTERFACE ${TORCH_LIBRARIES})
 target_include_directories(pets_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+# One libstdc++ in the process. A pip wheel's LibTorch libraries export the parts of libstdc++
+# they link statically (newer than their build system's libstdc++: std::filesystem, some of
+# std::string and the string streams, exception_ptr); the loader binds each symbol to the first
+# library in load order that defines it, and LibTorch comes before libstdc++ among a program's
+# needed libraries, so the program's own std::filesystem calls ran LibTorch's copy (and crashed).
+# Link options precede the objects and libraries: this makes libstdc++ the first needed library.
+# (tests/build/test_std_bindings.sh checks the bindings.)
+target_link_options(pets_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
 
 # The GPU backend: CUDA runtime and NCCL, optional. Found -> compiled in (PETS_HAVE_NCCL).
 set(PETS_HAVE_NCCL OFF)
