@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -18,6 +20,7 @@
 #include "pets/data/preprocess.hpp"
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 #include "store_damage.hpp"
 
@@ -167,6 +170,46 @@ TEST(Preprocess, FailedRunsLeaveNoFileAtOut) {
   for (const auto& e : fs::directory_iterator(dir.path())) entries += e.is_regular_file();
   EXPECT_EQ(entries, 0) << "a failed run left a file";
   EXPECT_FALSE(fs::exists(po.out));
+}
+
+// pets_preprocess writes `<out>.tmp.<host>.<pid>` and, at its start, removes the temporary files
+// in --out's folder whose writer is gone (this host, no such process), as pets_train does; those of
+// a running process or of another host stay.
+TEST(Preprocess, TemporaryFilesOfEndedWritersAreRemovedAtStart) {
+  ScratchDir dir("stale");
+  SynthOptions so;
+  so.out_dir = dir / "images";
+  so.classes = 2;
+  so.per_class = 3;
+  ASSERT_EQ(write_synthetic_dataset(so), 6);
+  PreprocessOptions po;
+  po.images_dir = so.out_dir;
+  po.out = dir / "pets.h5";
+  const std::optional<pets::TempFileName> ours =
+      pets::parse_temp_name(fs::path(pets::atomic_temp_path(po.out)).filename().string());
+  ASSERT_TRUE(ours.has_value());
+  EXPECT_EQ(ours->target, "pets.h5");
+  EXPECT_EQ(ours->pid, static_cast<long>(getpid()));
+  long pid_max = 0;  // a pid above the kernel's largest: no process has it
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  ASSERT_GT(pid_max, 0);
+  const long child = pid_max + 1;
+  const std::string prefix = po.out + ".tmp.";
+  const std::string ended = prefix + ours->host + "." + std::to_string(child);
+  const std::string running = prefix + ours->host + "." + std::to_string(getppid());
+  const std::string elsewhere = prefix + "other-host." + std::to_string(child);
+  // This process's own name: the run writes that file and renames it to --out.
+  const std::string own = pets::atomic_temp_path(po.out);
+  for (const std::string& p : {ended, running, elsewhere, own}) std::ofstream(p) << "partial";
+  const PreprocessSummary sum = run_preprocess(po, MPI_COMM_WORLD);
+  EXPECT_EQ(sum.stored, 6);
+  EXPECT_FALSE(fs::exists(own)) << "not the temporary file the run wrote";
+  EXPECT_FALSE(fs::exists(ended));
+  EXPECT_TRUE(fs::exists(running));
+  EXPECT_TRUE(fs::exists(elsewhere));
+  EXPECT_EQ(sum.removed_temps, std::vector<std::string>{ended});
+  EXPECT_EQ(sum.kept_temps.size(), 2u);
+  EXPECT_TRUE(Store(po.out).split(SplitKind::kTrain).size() > 0);
 }
 
 namespace {
