@@ -1,5 +1,9 @@
 #include "pets/data/h5store.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -458,15 +462,62 @@ Store::~Store() {
   file_.reset();
 }
 
+namespace {
+#if defined(__SSE2__)
+/// The sums of `groups` * 8 big-endian 16-bit words from `data`, as HDF5's loop would add them
+/// to zero sums: s1 = sum of w[i], s2 = sum of (m - i) * w[i] for m = 8 * groups, modulo 2^32
+/// (as HDF5's own uint32 sums). Eight lanes each keep a sum of their words (a) and a sum of
+/// those running sums (b); word 8k + l then counts 8 * (groups - k) - l times in s2.
+void fletcher_groups(const std::uint8_t* data, std::size_t groups, std::uint32_t& s1,
+                     std::uint32_t& s2) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i a_lo = zero, a_hi = zero, b_lo = zero, b_hi = zero;
+  for (std::size_t k = 0; k < groups; ++k) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * k));
+    v = _mm_or_si128(_mm_slli_epi16(v, 8), _mm_srli_epi16(v, 8));  // big-endian words
+    a_lo = _mm_add_epi32(a_lo, _mm_unpacklo_epi16(v, zero));
+    a_hi = _mm_add_epi32(a_hi, _mm_unpackhi_epi16(v, zero));
+    b_lo = _mm_add_epi32(b_lo, a_lo);
+    b_hi = _mm_add_epi32(b_hi, a_hi);
+  }
+  alignas(16) std::uint32_t a[8], b[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(a), a_lo);
+  _mm_store_si128(reinterpret_cast<__m128i*>(a + 4), a_hi);
+  _mm_store_si128(reinterpret_cast<__m128i*>(b), b_lo);
+  _mm_store_si128(reinterpret_cast<__m128i*>(b + 4), b_hi);
+  std::uint32_t sa = 0, sb = 0, la = 0;
+  for (std::uint32_t l = 0; l < 8; ++l) {
+    sa += a[l];
+    sb += b[l];
+    la += l * a[l];
+  }
+  s1 = sa;
+  s2 = 8 * sb - la;
+}
+#endif
+}  // namespace
+
 std::uint32_t fletcher32(const std::uint8_t* data, std::size_t bytes) {
   // Within a block of 360 words neither sum can pass 2^32 (sum1 < 2^16 + 360 * 2^16 after a fold),
-  // so the sums are HDF5's exactly, including which of 0 and 0xffff a fold leaves.
+  // and sums modulo 2^32 add up the same in any grouping: so the sums are HDF5's exactly,
+  // including which of 0 and 0xffff a fold leaves.
   std::uint32_t sum1 = 0, sum2 = 0;
   const auto fold = [](std::uint32_t v) { return (v & 0xffffu) + (v >> 16); };
   for (std::size_t words = bytes / 2; words > 0;) {
     const std::size_t block = std::min<std::size_t>(words, 360);
     words -= block;
-    for (const std::uint8_t* end = data + 2 * block; data != end; data += 2) {
+    std::size_t rest = block;
+#if defined(__SSE2__)
+    if (const std::size_t groups = block / 8; groups > 0) {
+      std::uint32_t s1 = 0, s2 = 0;
+      fletcher_groups(data, groups, s1, s2);
+      sum2 += static_cast<std::uint32_t>(8 * groups) * sum1 + s2;
+      sum1 += s1;
+      data += 16 * groups;
+      rest -= 8 * groups;
+    }
+#endif
+    for (const std::uint8_t* end = data + 2 * rest; data != end; data += 2) {
       sum1 += (static_cast<std::uint32_t>(data[0]) << 8) | data[1];
       sum2 += sum1;
     }
