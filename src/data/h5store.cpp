@@ -535,10 +535,9 @@ std::uint32_t fletcher32(const std::uint8_t* data, std::size_t bytes) {
 
 bool fletcher32_matches(const std::uint8_t* chunk, std::size_t data_bytes) {
   const std::uint8_t* s = chunk + data_bytes;
-  const std::uint32_t stored = static_cast<std::uint32_t>(s[0]) |
-                               static_cast<std::uint32_t>(s[1]) << 8 |
-                               static_cast<std::uint32_t>(s[2]) << 16 |
-                               static_cast<std::uint32_t>(s[3]) << 24;
+  const std::uint32_t stored =
+      static_cast<std::uint32_t>(s[0]) | static_cast<std::uint32_t>(s[1]) << 8 |
+      static_cast<std::uint32_t>(s[2]) << 16 | static_cast<std::uint32_t>(s[3]) << 24;
   const std::uint32_t sum = fletcher32(chunk, data_bytes);
   const std::uint32_t swapped = ((sum & 0x00ff00ffu) << 8) | ((sum >> 8) & 0x00ff00ffu);
   return stored == sum || stored == swapped;
@@ -590,8 +589,8 @@ struct Store::DirectReads {
 
   /// Copies `count` blocks of `block` bytes, `stride` apart from dataset byte `start`; on
   /// kNotPlaced or kDamaged dst is partly written.
-  Copied copy(std::uint64_t start, std::uint64_t stride, std::uint64_t count,
-              std::uint64_t block, std::uint8_t* dst) const {
+  Copied copy(std::uint64_t start, std::uint64_t stride, std::uint64_t count, std::uint64_t block,
+              std::uint8_t* dst) const {
     for (std::uint64_t r = 0; r < count; ++r) {
       std::uint64_t pos = start + r * stride;
       for (std::uint64_t left = block; left > 0;) {
@@ -645,8 +644,8 @@ const Store::DirectReads* Store::direct_reads(SplitKind kind) const {
       direct->address.assign(
           static_cast<std::size_t>((split(kind).pixel_bytes + chunk - 1) / chunk),
           DirectReads::kNoChunk);
-      direct->verified = std::make_unique<std::atomic<std::uint64_t>[]>(
-          (direct->address.size() + 63) / 64);
+      direct->verified =
+          std::make_unique<std::atomic<std::uint64_t>[]>((direct->address.size() + 63) / 64);
       for (std::size_t w = 0; w < (direct->address.size() + 63) / 64; ++w)
         direct->verified[w].store(0, std::memory_order_relaxed);
       direct->verified_count = &verified_chunks_;

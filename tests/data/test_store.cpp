@@ -710,11 +710,11 @@ TEST_F(BadStore, ChecksummedPixelsAreReadDirectlyOtherFiltersThroughHdf5) {
     checked.read_crop(SplitKind::kTrain, i, box, b.data());
     other.read_crop(SplitKind::kTrain, i, box, c.data());
     for (int y = 0; y < box.height; ++y)
-      ASSERT_TRUE(std::equal(a.begin() + static_cast<std::ptrdiff_t>(y) * box.width * 3,
-                             a.begin() + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
-                             img.pixels.begin() +
-                                 (static_cast<std::ptrdiff_t>(box.top + y) * img.width + box.left) *
-                                     3))
+      ASSERT_TRUE(
+          std::equal(a.begin() + static_cast<std::ptrdiff_t>(y) * box.width * 3,
+                     a.begin() + static_cast<std::ptrdiff_t>(y + 1) * box.width * 3,
+                     img.pixels.begin() +
+                         (static_cast<std::ptrdiff_t>(box.top + y) * img.width + box.left) * 3))
           << "image " << i << " row " << y;
     EXPECT_EQ(a, b) << "image " << i;
     EXPECT_EQ(a, c) << "image " << i;
@@ -723,8 +723,9 @@ TEST_F(BadStore, ChecksummedPixelsAreReadDirectlyOtherFiltersThroughHdf5) {
   EXPECT_EQ(direct.reads, 2 * n);
   EXPECT_EQ(direct.direct_reads, 2 * n);
   // Every chunk of the split is checked once, however often it is read.
-  EXPECT_EQ(direct.verified_chunks,
-            static_cast<std::int64_t>((checked.split(SplitKind::kTrain).pixel_bytes + 4095) / 4096));
+  EXPECT_EQ(
+      direct.verified_chunks,
+      static_cast<std::int64_t>((checked.split(SplitKind::kTrain).pixel_bytes + 4095) / 4096));
   EXPECT_EQ(direct.lock_held_seconds, 0.0);
   const ReadStats through = other.read_stats();
   EXPECT_EQ(through.reads, 2 * n);
@@ -735,9 +736,9 @@ TEST_F(BadStore, ChecksummedPixelsAreReadDirectlyOtherFiltersThroughHdf5) {
 }
 
 // Our Fletcher32 is HDF5's, bit for bit: on chunks its filter wrote of odd and even lengths, below
-// and above one 360-word block, of random bytes (many chunks of them), all 0xff (sums that fold to 0xffff) and all 0,
-// and on the store's own pixel chunks; the raw chunk (H5Dread_chunk) is the data, then the sum
-// as a little-endian uint32.
+// and above one 360-word block, of random bytes (many chunks of them), all 0xff (sums that fold to
+// 0xffff) and all 0, and on the store's own pixel chunks; the raw chunk (H5Dread_chunk) is the
+// data, then the sum as a little-endian uint32.
 TEST_F(BadStore, Fletcher32IsHdf5s) {
   const auto check_chunks = [](hid_t d, hsize_t chunk, hsize_t n, const std::string& what) {
     for (hsize_t at = 0; at < n; at += chunk) {

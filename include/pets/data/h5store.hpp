@@ -81,14 +81,14 @@ using NameReason = std::pair<std::string, std::string>;
 /// What the reads of a Store cost so far, over all threads (the measure of how far more loader
 /// threads can scale: the HDF5 library serialises every call into it).
 struct ReadStats {
-  std::int64_t reads = 0;          ///< read_image / read_crop calls
-  std::int64_t direct_reads = 0;   ///< of which copied from the mapped file, outside the lock
+  std::int64_t reads = 0;            ///< read_image / read_crop calls
+  std::int64_t direct_reads = 0;     ///< of which copied from the mapped file, outside the lock
   std::int64_t verified_chunks = 0;  ///< pixel chunks whose Fletcher32 sum our code checked
   std::int64_t damaged_chunks = 0;   ///< checks that found a sum wrong (each refused a read)
-  std::int64_t bytes = 0;          ///< pixel bytes they read
-  double lock_held_seconds = 0.0;  ///< inside the HDF5 lock (wall clock)
-  double lock_cpu_seconds = 0.0;   ///< CPU time of the threads inside it
-  double lock_wait_seconds = 0.0;  ///< waiting for it (wall clock)
+  std::int64_t bytes = 0;            ///< pixel bytes they read
+  double lock_held_seconds = 0.0;    ///< inside the HDF5 lock (wall clock)
+  double lock_cpu_seconds = 0.0;     ///< CPU time of the threads inside it
+  double lock_wait_seconds = 0.0;    ///< waiting for it (wall clock)
 };
 
 /// Read-only access to a store file. Opening validates the whole schema (every dataset's
