@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "data_test_util.hpp"
 #include "pets/data/augment.hpp"
@@ -733,6 +734,41 @@ TEST_F(BadStore, ChecksummedPixelsAreReadDirectlyOtherFiltersThroughHdf5) {
   EXPECT_EQ(through.verified_chunks, 0);
   EXPECT_GT(through.lock_held_seconds, 0.0);
   EXPECT_EQ(plain.read_stats().direct_reads, 2 * n);
+}
+
+// Threads that read the same chunks for the first time at once check them side by side (each
+// chunk at least once, a race checking it twice is harmless) and all get HDF5's bytes.
+TEST_F(BadStore, ThreadsCheckingTheSameChunksAtOnceReadHdf5sBytes) {
+  const std::string train_pixels = schema::dataset_path(schema::kTrainGroup, schema::kPixels);
+  const std::string small = edited("fletcher.h5", [&](hid_t f) {
+    rewrite_filtered(f, train_pixels, 512, [](hid_t dcpl) { H5Pset_fletcher32(dcpl); });
+  });
+  const std::vector<std::uint8_t> hdf5 = hdf5_pixels(small, SplitKind::kTrain);
+  for (int round = 0; round < 5; ++round) {
+    const Store store(small);
+    const std::int64_t n = store.split(SplitKind::kTrain).size();
+    std::vector<std::vector<Image>> got(4);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < got.size(); ++t)
+      threads.emplace_back([&, t] {
+        for (std::int64_t i = 0; i < n; ++i)
+          got[t].push_back(store.read_image(SplitKind::kTrain, i));
+      });
+    for (std::thread& t : threads) t.join();
+    for (std::size_t t = 0; t < got.size(); ++t)
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[t][static_cast<std::size_t>(i)].pixels,
+                  image_of(store, hdf5, SplitKind::kTrain, i).pixels)
+            << "thread " << t << " image " << i;
+    const ReadStats stats = store.read_stats();
+    EXPECT_EQ(stats.direct_reads, 4 * n);
+    // Each thread checks a chunk at most once: after its own check it sees the chunk's bit.
+    const auto chunks =
+        static_cast<std::int64_t>((store.split(SplitKind::kTrain).pixel_bytes + 511) / 512);
+    EXPECT_GE(stats.verified_chunks, chunks);
+    EXPECT_LE(stats.verified_chunks, 4 * chunks);
+    EXPECT_EQ(stats.damaged_chunks, 0);
+  }
 }
 
 // Our Fletcher32 is HDF5's, bit for bit: on chunks its filter wrote of odd and even lengths, below

@@ -83,7 +83,8 @@ using NameReason = std::pair<std::string, std::string>;
 struct ReadStats {
   std::int64_t reads = 0;            ///< read_image / read_crop calls
   std::int64_t direct_reads = 0;     ///< of which copied from the mapped file, outside the lock
-  std::int64_t verified_chunks = 0;  ///< pixel chunks whose Fletcher32 sum our code checked
+  std::int64_t verified_chunks = 0;  ///< pixel chunk checks of our Fletcher32 code that passed
+                                     ///< (once per chunk; twice if two threads raced on it)
   std::int64_t damaged_chunks = 0;   ///< checks that found a sum wrong (each refused a read)
   std::int64_t bytes = 0;            ///< pixel bytes they read
   double lock_held_seconds = 0.0;    ///< inside the HDF5 lock (wall clock)
