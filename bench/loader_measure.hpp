@@ -33,8 +33,8 @@ inline double process_cpu_seconds() {
 ///                         serialise there; thread CPU clocks, so preemption on a loaded machine
 ///                         does not count), and max_speedup_by_lock = 1 / that share: the most
 ///                         worker threads can gain over one before the lock saturates (Amdahl;
-///                         null when no read took the lock: the direct reads of an unfiltered
-///                         store);
+///                         null when no read took the lock: the direct reads of a store whose
+///                         pixel chunks carry Fletcher32 alone, as pets_preprocess writes them);
 ///   read_bytes_per_image  bytes the reads fetched from the store per image;
 ///   verified_chunks       pixel chunks whose Fletcher32 sum the direct reads checked during the
 ///                         measurement (each is checked once per process, on its first use);
