@@ -33,13 +33,22 @@ inline double process_cpu_seconds() {
 ///                         serialise there; thread CPU clocks, so preemption on a loaded machine
 ///                         does not count), and max_speedup_by_lock = 1 / that share: the most
 ///                         worker threads can gain over one before the lock saturates (Amdahl;
-///                         null when no read took the lock: the direct reads of an unfiltered
-///                         store);
+///                         null when no read took the lock: the direct reads of a store whose
+///                         pixel chunks carry Fletcher32 alone, as pets_preprocess writes them);
 ///   read_bytes_per_image  bytes the reads fetched from the store per image;
+///   verified_chunks       pixel chunks whose Fletcher32 sum the direct reads checked during the
+///                         measurement (each is checked once per process, on its first use);
+///                         with `check_first`, every image of the split is read once before the
+///                         clocks start, so these are 0 and the figures are a long run's, after
+///                         its first pass over the store;
 ///   digest                XXH3-64 of every batch's pixels (or crops), labels and indices.
 inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epochs,
-                                     data::SplitKind kind = data::SplitKind::kTrain) {
+                                     data::SplitKind kind = data::SplitKind::kTrain,
+                                     bool check_first = false) {
   data::Loader loader(options);
+  if (check_first)
+    for (std::int64_t i = 0; i < loader.store().split(kind).size(); ++i)
+      loader.store().read_image(kind, i);
   const data::ReadStats before = loader.store().read_stats();
   std::int64_t images = 0;
   Digest digest;
@@ -78,6 +87,8 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
           {"lock_held_share", share},
           {"max_speedup_by_lock", share > 0 ? nlohmann::json(1.0 / share) : nlohmann::json()},
           {"direct_reads", after.direct_reads - before.direct_reads},
+          {"verified_chunks", after.verified_chunks - before.verified_chunks},
+          {"check_first", check_first},
           {"read_bytes_per_image", static_cast<double>(after.bytes - before.bytes) / n},
           {"digest", digest.hex()}};
 }

@@ -62,6 +62,10 @@ int preprocess_main(int argc, char** argv) {
   const pets::data::PreprocessSummary s = pets::data::run_preprocess(o, MPI_COMM_WORLD);
   if (rank != 0) return 0;
   // Whole lines, stdout flushed first: both streams often go to one log.
+  for (const std::string& path : s.removed_temps)
+    std::cerr << ("pets_preprocess: removed " + path + " (its writer is gone)\n") << std::flush;
+  for (const std::string& what : s.kept_temps)
+    std::cerr << ("pets_preprocess: notice: kept " + what + "\n") << std::flush;
   std::cout << "pets_preprocess: " << o.out << ": " << s.line() << std::endl;
   for (const std::string& w : s.class_warnings)
     std::cerr << ("warning: " + o.out + ": " + w + "\n") << std::flush;

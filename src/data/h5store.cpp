@@ -1,5 +1,9 @@
 #include "pets/data/h5store.hpp"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -111,6 +115,11 @@ herr_t innermost_cause(unsigned n, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
+/// The cause given for a checksum that does not match: `what` the checksum said.
+std::string damaged(const std::string& what) {
+  return "the file is damaged (" + what + "); " + kRerun;
+}
+
 /// The cause of the failed HDF5 call, from its error stack (then cleared): a checksum that
 /// does not match says the file's bytes changed since pets_preprocess wrote them.
 std::string h5_cause() {
@@ -118,7 +127,7 @@ std::string h5_cause() {
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cause, &cause);
   if (!cause.second) return hdf5_root_cause();
   H5Eclear2(H5E_DEFAULT);
-  return "the file is damaged (" + cause.first + "); " + kRerun;
+  return damaged(cause.first);
 }
 
 /// The version byte of the HDF5 superblock of `path` (HDF5 looks for its signature at 0, 512,
@@ -453,15 +462,109 @@ Store::~Store() {
   file_.reset();
 }
 
+namespace {
+#if defined(__SSE2__)
+/// The sums of `groups` * 8 big-endian 16-bit words from `data`, as HDF5's loop would add them
+/// to zero sums: s1 = sum of w[i], s2 = sum of (m - i) * w[i] for m = 8 * groups, modulo 2^32
+/// (as HDF5's own uint32 sums). Eight lanes each keep a sum of their words (a) and a sum of
+/// those running sums (b); word 8k + l then counts 8 * (groups - k) - l times in s2.
+void fletcher_groups(const std::uint8_t* data, std::size_t groups, std::uint32_t& s1,
+                     std::uint32_t& s2) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i a_lo = zero, a_hi = zero, b_lo = zero, b_hi = zero;
+  for (std::size_t k = 0; k < groups; ++k) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * k));
+    v = _mm_or_si128(_mm_slli_epi16(v, 8), _mm_srli_epi16(v, 8));  // big-endian words
+    a_lo = _mm_add_epi32(a_lo, _mm_unpacklo_epi16(v, zero));
+    a_hi = _mm_add_epi32(a_hi, _mm_unpackhi_epi16(v, zero));
+    b_lo = _mm_add_epi32(b_lo, a_lo);
+    b_hi = _mm_add_epi32(b_hi, a_hi);
+  }
+  alignas(16) std::uint32_t a[8], b[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(a), a_lo);
+  _mm_store_si128(reinterpret_cast<__m128i*>(a + 4), a_hi);
+  _mm_store_si128(reinterpret_cast<__m128i*>(b), b_lo);
+  _mm_store_si128(reinterpret_cast<__m128i*>(b + 4), b_hi);
+  std::uint32_t sa = 0, sb = 0, la = 0;
+  for (std::uint32_t l = 0; l < 8; ++l) {
+    sa += a[l];
+    sb += b[l];
+    la += l * a[l];
+  }
+  s1 = sa;
+  s2 = 8 * sb - la;
+}
+#endif
+}  // namespace
+
+std::uint32_t fletcher32(const std::uint8_t* data, std::size_t bytes) {
+  // Within a block of 360 words neither sum can pass 2^32 (sum1 < 2^16 + 360 * 2^16 after a fold),
+  // and sums modulo 2^32 add up the same in any grouping: so the sums are HDF5's exactly,
+  // including which of 0 and 0xffff a fold leaves.
+  std::uint32_t sum1 = 0, sum2 = 0;
+  const auto fold = [](std::uint32_t v) { return (v & 0xffffu) + (v >> 16); };
+  for (std::size_t words = bytes / 2; words > 0;) {
+    const std::size_t block = std::min<std::size_t>(words, 360);
+    words -= block;
+    std::size_t rest = block;
+#if defined(__SSE2__)
+    if (const std::size_t groups = block / 8; groups > 0) {
+      std::uint32_t s1 = 0, s2 = 0;
+      fletcher_groups(data, groups, s1, s2);
+      sum2 += static_cast<std::uint32_t>(8 * groups) * sum1 + s2;
+      sum1 += s1;
+      data += 16 * groups;
+      rest -= 8 * groups;
+    }
+#endif
+    for (const std::uint8_t* end = data + 2 * rest; data != end; data += 2) {
+      sum1 += (static_cast<std::uint32_t>(data[0]) << 8) | data[1];
+      sum2 += sum1;
+    }
+    sum1 = fold(sum1);
+    sum2 = fold(sum2);
+  }
+  if (bytes % 2 != 0) {
+    sum1 += static_cast<std::uint32_t>(data[0]) << 8;
+    sum2 += sum1;
+    sum1 = fold(sum1);
+    sum2 = fold(sum2);
+  }
+  return (fold(sum2) << 16) | fold(sum1);
+}
+
+bool fletcher32_matches(const std::uint8_t* chunk, std::size_t data_bytes) {
+  const std::uint8_t* s = chunk + data_bytes;
+  const std::uint32_t stored =
+      static_cast<std::uint32_t>(s[0]) | static_cast<std::uint32_t>(s[1]) << 8 |
+      static_cast<std::uint32_t>(s[2]) << 16 | static_cast<std::uint32_t>(s[3]) << 24;
+  const std::uint32_t sum = fletcher32(chunk, data_bytes);
+  const std::uint32_t swapped = ((sum & 0x00ff00ffu) << 8) | ((sum >> 8) & 0x00ff00ffu);
+  return stored == sum || stored == swapped;
+}
+
+namespace {
+/// What HDF5 1.10 says when a chunk's Fletcher32 sum is wrong (H5Zfletcher32.c), so that the
+/// direct reads refuse a damaged chunk in the same words as the reads through HDF5.
+constexpr const char* kFletcher32Error = "data error detected by Fletcher32 checksum";
+}  // namespace
+
 /// The file mapped read-only and the file address of every pixel chunk of one split (chunk k
-/// holds dataset bytes [k * chunk, (k + 1) * chunk)); kNoChunk where HDF5 gave none inside the
-/// file (the read then goes through HDF5, which reports the fault).
+/// holds dataset bytes [k * chunk, (k + 1) * chunk), followed in the file by its 4-byte
+/// Fletcher32 sum); kNoChunk where HDF5 gave none inside the file or the chunk is not stored as
+/// that filter alone writes it (the read then goes through HDF5, which reports any fault).
 struct Store::DirectReads {
   static constexpr std::uint64_t kNoChunk = ~std::uint64_t{0};
+  enum class Copied { kDone, kNotPlaced, kDamaged };
   const std::uint8_t* map = nullptr;
   std::size_t map_bytes = 0;
   std::uint64_t chunk = 0;
   std::vector<std::uint64_t> address;
+  /// One bit per chunk: its sum was checked and is right. Two threads may check the same chunk
+  /// at once: both find the same answer.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> verified;
+  std::atomic<std::int64_t>* verified_count = nullptr;
+  std::atomic<std::int64_t>* damaged_count = nullptr;
 
   DirectReads() = default;
   DirectReads(const DirectReads&) = delete;
@@ -470,15 +573,30 @@ struct Store::DirectReads {
     if (map != nullptr) munmap(const_cast<std::uint8_t*>(map), map_bytes);
   }
 
-  /// Copies `count` blocks of `block` bytes, `stride` apart from dataset byte `start`; false
-  /// (dst partly written) when a chunk is not placed.
-  bool copy(std::uint64_t start, std::uint64_t stride, std::uint64_t count, std::uint64_t block,
-            std::uint8_t* dst) const {
+  /// Whether chunk k's sum is right, checking it on its first use in this process.
+  bool checked(std::uint64_t k) const {
+    std::atomic<std::uint64_t>& word = verified[k / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (k % 64);
+    if ((word.load(std::memory_order_acquire) & bit) != 0) return true;
+    if (!fletcher32_matches(map + address[k], static_cast<std::size_t>(chunk))) {
+      damaged_count->fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    word.fetch_or(bit, std::memory_order_release);
+    verified_count->fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  /// Copies `count` blocks of `block` bytes, `stride` apart from dataset byte `start`; on
+  /// kNotPlaced or kDamaged dst is partly written.
+  Copied copy(std::uint64_t start, std::uint64_t stride, std::uint64_t count, std::uint64_t block,
+              std::uint8_t* dst) const {
     for (std::uint64_t r = 0; r < count; ++r) {
       std::uint64_t pos = start + r * stride;
       for (std::uint64_t left = block; left > 0;) {
         const std::uint64_t k = pos / chunk, within = pos % chunk;
-        if (k >= address.size() || address[k] == kNoChunk) return false;
+        if (k >= address.size() || address[k] == kNoChunk) return Copied::kNotPlaced;
+        if (!checked(k)) return Copied::kDamaged;
         const std::uint64_t n = std::min(left, chunk - within);
         std::memcpy(dst, map + address[k] + within, n);
         dst += n;
@@ -486,7 +604,7 @@ struct Store::DirectReads {
         left -= n;
       }
     }
-    return true;
+    return Copied::kDone;
   }
 };
 
@@ -498,11 +616,18 @@ const Store::DirectReads* Store::direct_reads(SplitKind kind) const {
     direct_[which] = [&]() -> std::unique_ptr<DirectReads> {
       const hid_t d = (kind == SplitKind::kTrain ? train_pixels_ : eval_pixels_).get();
       H5Id dcpl(H5Dget_create_plist(d));
+      H5Id type(H5Dget_type(d));
       hsize_t chunk = 0;
-      // Filtered chunks (a checksum, compression) must go through HDF5's pipeline.
-      if (!dcpl.valid() || H5Pget_nfilters(dcpl.get()) != 0 ||
+      unsigned flags = 0;
+      std::size_t values = 0;
+      // Only the Fletcher32 filter, whose stored chunk is the data and its sum: any other filter
+      // (compression, shuffling) must go through HDF5's pipeline. One-byte elements: dataset
+      // offsets are byte offsets.
+      if (!dcpl.valid() || !type.valid() || H5Tget_size(type.get()) != 1 ||
           H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_chunk(dcpl.get(), 1, &chunk) != 1 ||
-          chunk == 0)
+          chunk == 0 || H5Pget_nfilters(dcpl.get()) != 1 ||
+          H5Pget_filter2(dcpl.get(), 0, &flags, &values, nullptr, 0, nullptr, nullptr) !=
+              H5Z_FILTER_FLETCHER32)
         return nullptr;
       // HDF5's own descriptor (the sec2 driver's int): the very file it validated.
       H5Id fapl(H5Fget_access_plist(file_.get()));
@@ -519,14 +644,22 @@ const Store::DirectReads* Store::direct_reads(SplitKind kind) const {
       direct->address.assign(
           static_cast<std::size_t>((split(kind).pixel_bytes + chunk - 1) / chunk),
           DirectReads::kNoChunk);
+      direct->verified =
+          std::make_unique<std::atomic<std::uint64_t>[]>((direct->address.size() + 63) / 64);
+      for (std::size_t w = 0; w < (direct->address.size() + 63) / 64; ++w)
+        direct->verified[w].store(0, std::memory_order_relaxed);
+      direct->verified_count = &verified_chunks_;
+      direct->damaged_count = &damaged_chunks_;
       // By coordinate: one index lookup per chunk (by number, HDF5 walks the index each time).
+      // A chunk qualifies when the filter was applied (mask 0) and it is stored as the chunk's
+      // bytes and the 4-byte sum, inside the file.
       for (std::size_t k = 0; k < direct->address.size(); ++k) {
         const hsize_t offset = static_cast<hsize_t>(k) * chunk;
         hsize_t size = 0;
         haddr_t address = HADDR_UNDEF;
-        unsigned mask = 0;
+        unsigned mask = ~0u;
         if (H5Dget_chunk_info_by_coord(d, &offset, &mask, &address, &size) >= 0 &&
-            address != HADDR_UNDEF && size == chunk && address <= file_bytes &&
+            address != HADDR_UNDEF && mask == 0 && size == chunk + 4 && address <= file_bytes &&
             size <= file_bytes - address)
           direct->address[k] = address;
       }
@@ -578,12 +711,21 @@ void Store::read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::u
   const hsize_t count = static_cast<hsize_t>(box.height);
   const hsize_t block = static_cast<hsize_t>(box.width) * 3;
   const hsize_t total = count * block;
-  if (const DirectReads* direct = direct_reads(kind);
-      direct != nullptr && direct->copy(start, row, count, block, dst)) {
-    reads_.fetch_add(1, std::memory_order_relaxed);
-    direct_reads_.fetch_add(1, std::memory_order_relaxed);
-    read_bytes_.fetch_add(static_cast<std::int64_t>(total), std::memory_order_relaxed);
-    return;
+  const auto refused = [&](const std::string& cause) {
+    return UsageError("cannot read image " + std::to_string(i) + " (" +
+                      s.names[static_cast<std::size_t>(i)] + ") of /" +
+                      store::dataset_path(split_name(kind), store::kPixels) + " in " + path_ +
+                      ": " + cause);
+  };
+  if (const DirectReads* direct = direct_reads(kind); direct != nullptr) {
+    const DirectReads::Copied copied = direct->copy(start, row, count, block, dst);
+    if (copied == DirectReads::Copied::kDamaged) throw refused(damaged(kFletcher32Error));
+    if (copied == DirectReads::Copied::kDone) {
+      reads_.fetch_add(1, std::memory_order_relaxed);
+      direct_reads_.fetch_add(1, std::memory_order_relaxed);
+      read_bytes_.fetch_add(static_cast<std::int64_t>(total), std::memory_order_relaxed);
+      return;
+    }
   }
   const auto wait_start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(h5_mutex());
@@ -596,10 +738,7 @@ void Store::read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::u
   H5Id mem_space(PETS_H5_CHECK(H5Screate_simple(1, &total, nullptr)));
   if (H5Dread(d, store::memory_type(store::kPixels.type), mem_space.get(), file_space.get(),
               H5P_DEFAULT, dst) < 0)
-    throw UsageError("cannot read image " + std::to_string(i) + " (" +
-                     s.names[static_cast<std::size_t>(i)] + ") of /" +
-                     store::dataset_path(split_name(kind), store::kPixels) + " in " + path_ + ": " +
-                     h5_cause());
+    throw refused(h5_cause());
   const auto end = std::chrono::steady_clock::now();
   const auto ns = [](auto a, auto b) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
@@ -615,6 +754,8 @@ ReadStats Store::read_stats() const {
   ReadStats r;
   r.reads = reads_.load(std::memory_order_relaxed);
   r.direct_reads = direct_reads_.load(std::memory_order_relaxed);
+  r.verified_chunks = verified_chunks_.load(std::memory_order_relaxed);
+  r.damaged_chunks = damaged_chunks_.load(std::memory_order_relaxed);
   r.bytes = read_bytes_.load(std::memory_order_relaxed);
   r.lock_held_seconds = static_cast<double>(lock_held_ns_.load(std::memory_order_relaxed)) * 1e-9;
   r.lock_wait_seconds = static_cast<double>(lock_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;

@@ -19,6 +19,7 @@
 #include "pets/data/checks.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/data/labels.hpp"
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/number_text.hpp"
 
@@ -455,12 +456,24 @@ PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
     for (std::int64_t i : split.train) info.train[static_cast<std::size_t>(i)] = 1;
   }
 
-  // Write under a temporary name beside --out; rename only once the file is closed.
-  int pid = static_cast<int>(getpid());
-  PETS_MPI_CHECK(MPI_Bcast(&pid, 1, MPI_INT, 0, comm));
-  const std::string tmp = o.out + ".tmp." + std::to_string(pid);
-  TmpFileGuard guard(tmp);
+  // Write under a temporary name beside --out (rank 0's host and pid); rename only once the file
+  // is closed. First, as pets_train does, the temporary files in --out's folder whose writer is
+  // gone (this host, the process ended: a killed run's) are removed.
   PreprocessSummary summary;
+  if (rank == 0) {
+    const std::string folder = fs::path(o.out).parent_path().empty()
+                                   ? std::string(".")
+                                   : fs::path(o.out).parent_path().string();
+    StaleTempReport stale = remove_stale_temp_files(folder);
+    summary.removed_temps = std::move(stale.removed);
+    const std::string mine = fs::path(atomic_temp_path(o.out)).filename().string() + " (";
+    for (std::string& kept : stale.kept)  // not this run's own name, which it overwrites
+      if (fs::path(kept).filename().string().rfind(mine, 0) != 0)
+        summary.kept_temps.push_back(std::move(kept));
+  }
+  const std::string tmp =
+      pets::comm::broadcast_string(rank == 0 ? atomic_temp_path(o.out) : std::string(), comm);
+  TmpFileGuard guard(tmp);
   std::vector<NameReason> skips, warnings;
   {
     H5Id fapl(PETS_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,16 @@ class H5Id {
 /// A new store identity (store::kStoreId): 128 bits from std::random_device, 32 hex digits.
 std::string new_store_id();
 
+/// HDF5's Fletcher32 checksum of `bytes` bytes (H5_checksum_fletcher32: big-endian 16-bit words,
+/// an odd last byte as the high half of a word, both sums folded to 16 bits every 360 words and
+/// at the end; sum2 in the high half), as its Fletcher32 filter appends to each chunk.
+std::uint32_t fletcher32(const std::uint8_t* data, std::size_t bytes);
+
+/// Whether a chunk as HDF5's Fletcher32 filter stores it (`data_bytes` bytes of data, then the
+/// sum as a little-endian uint32) carries the right sum: the sum itself or, as HDF5 accepts for
+/// files of its versions before 1.6.3, the sum with the two bytes of each 16-bit half swapped.
+bool fletcher32_matches(const std::uint8_t* chunk, std::size_t data_bytes);
+
 /// Which half of the data set.
 enum class SplitKind { kTrain, kEval };
 
@@ -70,12 +81,15 @@ using NameReason = std::pair<std::string, std::string>;
 /// What the reads of a Store cost so far, over all threads (the measure of how far more loader
 /// threads can scale: the HDF5 library serialises every call into it).
 struct ReadStats {
-  std::int64_t reads = 0;          ///< read_image / read_crop calls
-  std::int64_t direct_reads = 0;   ///< of which copied from the mapped file, outside the lock
-  std::int64_t bytes = 0;          ///< pixel bytes they read
-  double lock_held_seconds = 0.0;  ///< inside the HDF5 lock (wall clock)
-  double lock_cpu_seconds = 0.0;   ///< CPU time of the threads inside it
-  double lock_wait_seconds = 0.0;  ///< waiting for it (wall clock)
+  std::int64_t reads = 0;            ///< read_image / read_crop calls
+  std::int64_t direct_reads = 0;     ///< of which copied from the mapped file, outside the lock
+  std::int64_t verified_chunks = 0;  ///< pixel chunk checks of our Fletcher32 code that passed
+                                     ///< (once per chunk; twice if two threads raced on it)
+  std::int64_t damaged_chunks = 0;   ///< checks that found a sum wrong (each refused a read)
+  std::int64_t bytes = 0;            ///< pixel bytes they read
+  double lock_held_seconds = 0.0;    ///< inside the HDF5 lock (wall clock)
+  double lock_cpu_seconds = 0.0;     ///< CPU time of the threads inside it
+  double lock_wait_seconds = 0.0;    ///< waiting for it (wall clock)
 };
 
 /// Read-only access to a store file. Opening validates the whole schema (every dataset's
@@ -106,12 +120,15 @@ class Store {
   Image read_image(SplitKind kind, std::int64_t i) const;
 
   /// Reads only `box` of image i into `dst` (box.height * box.width * 3 bytes, HWC); the bytes
-  /// outside the box are neither read nor copied. When the pixels are stored unfiltered (no
-  /// checksum or compression to apply), the rows are copied straight from the memory-mapped file
-  /// at the chunk addresses HDF5 reported on the split's first read, outside the HDF5 lock, so
-  /// threads read in parallel; otherwise (or for a chunk HDF5 did not place inside the file) one
-  /// strided hyperslab read under the lock. Throws pets::Error when the box does not lie inside
-  /// the image. Thread-safe.
+  /// outside the box are neither read nor copied. When the pixel chunks carry only the Fletcher32
+  /// checksum (as pets_preprocess writes them), the rows are copied straight from the
+  /// memory-mapped file at the chunk addresses HDF5 reported on the split's first read, outside
+  /// the HDF5 lock, so threads read in parallel; the first time this process uses a chunk, its
+  /// Fletcher32 sum is checked in our own code (fletcher32_matches), and a wrong sum is refused
+  /// with the error HDF5's read gives. Any other layout, filter or chunk HDF5 did not place
+  /// inside the file is read by one strided hyperslab read under the lock. Throws pets::Error
+  /// when the box does not lie inside the image, pets::UsageError when the pixels are damaged.
+  /// Thread-safe.
   void read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::uint8_t* dst) const;
 
   /// The reads so far (thread-safe).
@@ -139,6 +156,8 @@ class Store {
   mutable std::unique_ptr<DirectReads> direct_[2];
   mutable std::atomic<std::int64_t> reads_{0};
   mutable std::atomic<std::int64_t> direct_reads_{0};
+  mutable std::atomic<std::int64_t> verified_chunks_{0};
+  mutable std::atomic<std::int64_t> damaged_chunks_{0};
   mutable std::atomic<std::int64_t> read_bytes_{0};
   mutable std::atomic<std::int64_t> lock_held_ns_{0};
   mutable std::atomic<std::int64_t> lock_wait_ns_{0};

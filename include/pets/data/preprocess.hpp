@@ -46,6 +46,11 @@ struct PreprocessSummary {
   std::vector<NameReason> warnings;
   /// Classes that ended with no training or no evaluation image (class_coverage_warnings).
   std::vector<std::string> class_warnings;
+  /// Temporary files of earlier runs removed at the start (rank 0, --out's folder): those of
+  /// this host whose writer no longer runs (pets::remove_stale_temp_files); `kept_temps` the
+  /// others it found, each with the reason (another host's, or of the older name without one).
+  std::vector<std::string> removed_temps;
+  std::vector<std::string> kept_temps;
   /// Each rank's peak resident memory (VmHWM) at the end of the run, in bytes (0: unknown).
   std::vector<std::uint64_t> peak_resident;
   /// "N stored, M skipped: name (reason), ...; T train, E eval, L labels; K with warnings: ...".
@@ -54,7 +59,8 @@ struct PreprocessSummary {
 
 /// Runs the whole preprocessing on `comm` (collective). Bad options, a missing folder, an
 /// unusable output path, no usable image or a split left empty throw pets::UsageError on every
-/// rank; no file is ever left at options.out unless the run succeeded.
+/// rank; no file is ever left at options.out unless the run succeeded. The file is written as
+/// `<out>.tmp.<host>.<pid>` (rank 0's; pets::atomic_temp_path) and renamed at the end.
 PreprocessSummary run_preprocess(const PreprocessOptions& options, MPI_Comm comm);
 
 /// The sorted entries of a folder with a skip reason for those that are not candidates
