@@ -12,9 +12,13 @@
 #                                   # system copies are hidden (the bundle alone must suffice);
 #                                   # no GPU here, so the CUDA parts report "skipped: no GPU"
 #
-# The device tool's call, once `prepare` has run here (its bundle is ignored by git and carried):
+# The device tool's call (in a session whose task has a GPU), once `prepare` has run in the
+# checkout the tool sends, i.e. the one the session was started in (.device/ is ignored by git,
+# so it travels only as carried; `prepare` fails if it would not fit):
 #
 #   run(command="bash bench/device_check.sh run", carry=[".device"], timeout_s=540)
+#
+# (540 s: the 450 s budget, the unpacking and the report, under the tool's 600 s per command.)
 #
 # `run` keeps to 450 s of steps (PETS_DEVICE_BUDGET_S), each step under its own `timeout`, so a
 # hang costs that step only; the JSON report is written whatever fails. It leaves
@@ -22,8 +26,8 @@
 #
 # Environment: PETS_BUILD_TORCH2 (default build-torch2/: the build `prepare` makes and packs),
 # PETS_DEVICE_SKIP_BUILD=1 (`prepare` packs what the build folder holds), PETS_DEVICE_DIR
-# (default .device/), PETS_DEVICE_PYTHON (the python3 whose torch the programs
-# load; default python3 there, the pinned wheel's venv for `local`), PETS_DEVICE_WORK (unpack and
+# (default .device/), PETS_DEVICE_PYTHON (the python3 whose torch the programs load; default
+# python3 there, the pinned wheel's venv for `local`), PETS_DEVICE_WORK (unpack and
 # work folder, default /tmp/pets_device), PETS_DEVICE_BUDGET_S (450), PETS_DEVICE_PER_CLASS (the
 # harness's synthetic set: images per class, 37 classes; default 200, i.e. 7,400 images; 4 with
 # no GPU), PETS_DEVICE_BATCH (model step and training batch on the GPU, default 128).
@@ -39,7 +43,7 @@ max_bundle_bytes=$((12 * 1024 * 1024))
 max_tree_bytes=$((62 * 1024 * 1024))
 
 die() { echo "device_check: error: $*" >&2; exit 1; }
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # Programs and test executables the device part runs (build targets of build-torch2/).
 programs=(pets_train pets_preprocess pets_synth pets_bench)
@@ -331,7 +335,12 @@ run() {
   # 1. unpack, libraries
   local s=$SECONDS B="$W/bundle"
   mkdir -p "$B"
-  xz -dc "$bundle" | tar -C "$B" -xf -
+  if command -v xz >/dev/null; then
+    xz -dc "$bundle" | tar -C "$B" -xf -
+  else  # no xz there: python's lzma
+    "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+      "$bundle" "$B"
+  fi
   local torch_dir site
   torch_dir="$("$PY" -c 'import torch, os; print(os.path.dirname(torch.__file__))')"
   site="$(dirname "$torch_dir")"
@@ -629,5 +638,5 @@ case "${1:-}" in
   run) run ;;
   local) local_run ;;
   -h | --help) usage ;;
-  *) usage >&2; exit 2 ;;
+  *) echo "device_check: error: unknown command '${1:-}' (prepare, run or local; see --help)" >&2; exit 2 ;;
 esac
