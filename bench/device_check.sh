@@ -30,7 +30,8 @@
 # python3 there, the pinned wheel's venv for `local`), PETS_DEVICE_WORK (unpack and
 # work folder, default /tmp/pets_device), PETS_DEVICE_BUDGET_S (450), PETS_DEVICE_PER_CLASS (the
 # harness's synthetic set: images per class, 37 classes; default 200, i.e. 7,400 images; 4 with
-# no GPU), PETS_DEVICE_BATCH (model step and training batch on the GPU, default 128).
+# no GPU), PETS_DEVICE_BATCH (model step and training batch on the GPU, default 128),
+# PETS_DEVICE_XZ_LEVEL (`prepare`'s compression, default 9).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -146,7 +147,7 @@ prepare() {
     (cd "$stage" && find lib -maxdepth 1 -name '*.so*' | sort)
   } >"$stage/MANIFEST"
   rm -f "$bundle"
-  tar -C "$stage" -cf - . | xz -9 -T2 >"$bundle.tmp"
+  tar -C "$stage" -cf - . | xz -"${PETS_DEVICE_XZ_LEVEL:-9}" -T2 >"$bundle.tmp"
   mv "$bundle.tmp" "$bundle"
   rm -rf "$stage"
   local size tree
