@@ -151,6 +151,8 @@ prepare() {
   mv "$bundle.tmp" "$bundle"
   rm -rf "$stage"
   local size tree
+  git -C "$root" rev-parse --git-dir >/dev/null 2>&1 ||
+    die "$root is not a git checkout (what travels is a checkout's tracked and unignored files)"
   size=$(stat -c %s "$bundle")
   tree=$(tree_bytes)
   echo "device_check: bundle $bundle: $((size / 1024)) KiB; working tree $((tree / 1024 / 1024)) MiB"
