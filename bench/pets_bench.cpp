@@ -45,8 +45,8 @@
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
-#include "pets/train/input_pipeline.hpp"
 #include "pets/train/grad_scaler.hpp"
+#include "pets/train/input_pipeline.hpp"
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
@@ -61,7 +61,7 @@ namespace {
 struct Config {
   bool smoke = false;
   std::string device = "cpu";  // cpu | cuda: where sections 1 and 3 run
-  int threads = 0;  // 0: the cores in this process's affinity mask
+  int threads = 0;             // 0: the cores in this process's affinity mask
   // roofline convolution: [roof_batch, roof_channels, roof_size, roof_size] -> same, 3x3, pad 1
   int roof_batch = 8;
   int roof_channels = 256;
@@ -82,11 +82,11 @@ struct Config {
   bool e2e = true;
   bool loader_only = false;  // section 4 alone (no --check: the other sections are missing)
   bool e2e_bf16 = false;
-  bool e2e_only = false;    // the data and sections 5/6 alone
-  std::string e2e_runs;     // comma-separated run names (e2e_run_kinds); empty: the default three
-  std::string e2e_args;     // added to every pets_train run, e.g. "--device cuda"
-  int preprocess_np = 2;    // ranks of pets_preprocess for a synthesised set
-  std::string data;  // an existing store; empty: synthesise one
+  bool e2e_only = false;  // the data and sections 5/6 alone
+  std::string e2e_runs;   // comma-separated run names (e2e_run_kinds); empty: the default three
+  std::string e2e_args;   // added to every pets_train run, e.g. "--device cuda"
+  int preprocess_np = 2;  // ranks of pets_preprocess for a synthesised set
+  std::string data;       // an existing store; empty: synthesise one
   int per_class = 20;
   int synth_classes = 37;
   int epochs = 5;
@@ -188,9 +188,8 @@ json roofline(const Config& c) {
   for (const auto& precision : precisions(c)) {
     const auto dtype = dtype_of(precision);
     // Random data (zeros can run faster than real data on a GPU).
-    auto x = torch::randn({n, ch, s, s})
-                 .contiguous(torch::MemoryFormat::ChannelsLast)
-                 .to(device, dtype);
+    auto x =
+        torch::randn({n, ch, s, s}).contiguous(torch::MemoryFormat::ChannelsLast).to(device, dtype);
     auto w = (torch::randn({ch, ch, 3, 3}) * 0.05)
                  .contiguous(torch::MemoryFormat::ChannelsLast)
                  .to(device, dtype);
@@ -519,12 +518,11 @@ json e2e_run(const Config& c, const std::string& store, const std::string& name,
   const fs::path work = fs::absolute(c.work);
   const fs::path out = work / ("run_" + name);
   fs::remove_all(out);
-  const std::string cmd = launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " +
-                          quote(store) + " --epochs " + std::to_string(c.epochs) +
-                          " --batch-size " + std::to_string(c.train_batch) + " --eval-batch-size " +
-                          std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
-                          (extra_args.empty() ? "" : " " + extra_args) +
-                          (c.e2e_args.empty() ? "" : " " + c.e2e_args);
+  const std::string cmd =
+      launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " + quote(store) +
+      " --epochs " + std::to_string(c.epochs) + " --batch-size " + std::to_string(c.train_batch) +
+      " --eval-batch-size " + std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
+      (extra_args.empty() ? "" : " " + extra_args) + (c.e2e_args.empty() ? "" : " " + c.e2e_args);
   const double wall = run_command(cmd, (work / ("run_" + name + ".log")).string());
   std::ifstream in(out / "metrics.jsonl");
   PETS_CHECK(in.good(), "pets_train wrote no " + (out / "metrics.jsonl").string());
@@ -880,9 +878,9 @@ Config parse(int argc, char** argv) {
   for (const auto& name : e2e_run_names(c))
     if (e2e_run_kinds().count(name) == 0)
       usage("--e2e-runs: unknown run '" + name + "' (see --help)");
-  for (int v : {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
-                c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class,
-                c.preprocess_np})
+  for (int v :
+       {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
+        c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class, c.preprocess_np})
     if (v <= 0) usage("sizes and counts must be positive");
   if (c.data.empty() && (c.synth_exe.empty() || c.preprocess_exe.empty()))
     usage("--synth and --preprocess are needed unless --data names a store");
@@ -918,8 +916,9 @@ int run(int argc, char** argv) {
   const json data = prepare_data(c, store);
 
   if (c.device == "cuda")
-    r["gpu"] = first_line_of("nvidia-smi --query-gpu=name,driver_version,memory.total "
-                             "--format=csv,noheader 2>/dev/null");
+    r["gpu"] = first_line_of(
+        "nvidia-smi --query-gpu=name,driver_version,memory.total "
+        "--format=csv,noheader 2>/dev/null");
   if (c.loader_only) {
     std::cerr << "pets_bench: 4. loader\n";
     r["loader"] = loader_bench(c, store);

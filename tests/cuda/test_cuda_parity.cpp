@@ -129,8 +129,8 @@ TEST(CudaParity, TrainStepLossAndFcGradientsFp32) {
     torch::NoGradGuard no_grad;
     features = model->forward_features(io("input").to(device));
   }
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward_head(features),
-                                                                  io("labels").to(device));
+  const torch::Tensor loss =
+      torch::nn::functional::cross_entropy(model->forward_head(features), io("labels").to(device));
   loss.backward();
   EXPECT_LE(relative_error(loss.reshape({1}), io("loss_train")), kFp32Tolerance);
   EXPECT_LE(relative_error(model->fc->weight.grad(), io("fc.weight.grad")), kFp32Tolerance);
