@@ -9,8 +9,11 @@
 ///   4. loader-only throughput (HDF5 read + RandomResizedCrop + resize + normalise), one rank:
 ///      images/s, per CPU-second (one core), with 1, 2 and 4 threads, the HDF5 lock's share, and
 ///      the GPU path's host side (crops staged for --input device);
-///   5./6. end to end: pets_train under mpiexec (-np 2; --bn-mode eval; -np 1 --threads 2),
-///      read from the metrics.jsonl it writes.
+///   5./6. end to end: pets_train under mpiexec (-np 2; --bn-mode eval; -np 1 --threads 2, or
+///      the runs --e2e-runs names), read from the metrics.jsonl it writes.
+/// --device cuda runs sections 1 and 3 on the GPU (cuDNN convolution, fp32/bf16/fp16; the fp16
+/// step with loss scaling) and passes --e2e-args (e.g. "--device cuda") to every pets_train run;
+/// bench/device_check.sh runs it so on a lent GPU.
 /// It writes one JSON report (--report FILE and stdout) and a short table (stderr).
 /// `pets_bench --check FILE` validates a report: every section present, every number positive.
 ///
@@ -18,6 +21,7 @@
 
 #include <ATen/record_function.h>
 #include <sys/utsname.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -41,6 +45,7 @@
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
+#include "pets/train/grad_scaler.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/trainer.hpp"
 #include "pets/util/error.hpp"
@@ -55,7 +60,8 @@ namespace {
 
 struct Config {
   bool smoke = false;
-  int threads = 0;  // 0: the cores in this process's affinity mask
+  std::string device = "cpu";  // cpu | cuda: where sections 1 and 3 run
+  int threads = 0;             // 0: the cores in this process's affinity mask
   // roofline convolution: [roof_batch, roof_channels, roof_size, roof_size] -> same, 3x3, pad 1
   int roof_batch = 8;
   int roof_channels = 256;
@@ -76,7 +82,11 @@ struct Config {
   bool e2e = true;
   bool loader_only = false;  // section 4 alone (no --check: the other sections are missing)
   bool e2e_bf16 = false;
-  std::string data;  // an existing store; empty: synthesise one
+  bool e2e_only = false;  // the data and sections 5/6 alone
+  std::string e2e_runs;   // comma-separated run names (e2e_run_kinds); empty: the default three
+  std::string e2e_args;   // added to every pets_train run, e.g. "--device cuda"
+  int preprocess_np = 2;  // ranks of pets_preprocess for a synthesised set
+  std::string data;       // an existing store; empty: synthesise one
   int per_class = 20;
   int synth_classes = 37;
   int epochs = 5;
@@ -145,27 +155,54 @@ double mean(const std::vector<double>& v) {
 
 // ---- 1. roofline ---------------------------------------------------------------------------
 
+bool on_cuda(const Config& c) { return c.device == "cuda"; }
+
+/// The precisions measured: fp16 only on CUDA (pets_train refuses it elsewhere).
+std::vector<std::string> precisions(const Config& c) {
+  if (on_cuda(c)) return {"fp32", "bf16", "fp16"};
+  return {"fp32", "bf16"};
+}
+
+torch::ScalarType dtype_of(const std::string& precision) {
+  if (precision == "bf16") return torch::kBFloat16;
+  if (precision == "fp16") return torch::kHalf;
+  return torch::kFloat32;
+}
+
 json roofline(const Config& c) {
   torch::NoGradGuard no_grad;
   const int64_t n = c.roof_batch, ch = c.roof_channels, s = c.roof_size;
+  // On CUDA one timed call is `reps` launches and a synchronisation: the launches queue up
+  // and the GPU runs them back to back, as it runs a model's convolutions.
+  const int reps = on_cuda(c) ? 20 : 1;
   const double flop = 2.0 * ch * ch * 9 * s * s * n;  // pad 1, stride 1: Hout = Hin
-  json out = {{"op", "conv2d 3x3 stride 1 pad 1, channels-last"},
+  json out = {{"op", on_cuda(c) ? "conv2d 3x3 stride 1 pad 1, channels-last, cuDNN"
+                                : "conv2d 3x3 stride 1 pad 1, channels-last"},
+              {"device", c.device},
               {"input", {n, ch, s, s}},
               {"weight", {ch, ch, 3, 3}},
-              {"gflop_per_call", flop / 1e9}};
-  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    auto x = torch::randn({n, ch, s, s}).contiguous(torch::MemoryFormat::ChannelsLast).to(dtype);
+              {"launches_per_call", reps},
+              {"gflop_per_call", flop * reps / 1e9}};
+  if (on_cuda(c)) out["fp32_tf32_allowed"] = at::globalContext().allowTF32CuDNN();
+  const torch::Device device(on_cuda(c) ? torch::kCUDA : torch::kCPU);
+  for (const auto& precision : precisions(c)) {
+    const auto dtype = dtype_of(precision);
+    // Random data (zeros can run faster than real data on a GPU).
+    auto x =
+        torch::randn({n, ch, s, s}).contiguous(torch::MemoryFormat::ChannelsLast).to(device, dtype);
     auto w = (torch::randn({ch, ch, 3, 3}) * 0.05)
                  .contiguous(torch::MemoryFormat::ChannelsLast)
-                 .to(dtype);
-    const auto times =
-        time_calls([&] { (void)torch::conv2d(x, w, {}, 1, 1); }, 2, c.min_iters, c.min_seconds);
+                 .to(device, dtype);
+    auto call = [&] {
+      for (int i = 0; i < reps; ++i) (void)torch::conv2d(x, w, {}, 1, 1);
+      if (on_cuda(c)) torch::cuda::synchronize();
+    };
+    const auto times = time_calls(call, 2, c.min_iters, c.min_seconds);
     const double best = *std::min_element(times.begin(), times.end());
-    const std::string key = dtype == torch::kFloat32 ? "fp32" : "bf16";
     // The best call is the ceiling (other processes on a shared machine only slow calls down).
-    out[key] = {{"gflops", flop / best / 1e9},
-                {"gflops_mean", flop / mean(times) / 1e9},
-                {"calls", times.size()}};
+    out[precision] = {{"gflops", flop * reps / best / 1e9},
+                      {"gflops_mean", flop * reps / mean(times) / 1e9},
+                      {"calls", times.size()}};
   }
   return out;
 }
@@ -302,7 +339,9 @@ json count_flops(pets::model::ResNet50d& model, const Config& c) {
 
 json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop,
                 const json& roof) {
+  const torch::Device device(on_cuda(c) ? torch::kCUDA : torch::kCPU);
   model->freeze_backbone();
+  model->to(device);
   model->to_channels_last();
   model->set_backbone_training(c.bn_mode == "train");
   // --bn-mode eval: the folded backbone, as pets_train runs it.
@@ -310,32 +349,48 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   if (c.bn_mode == "eval") folded.emplace(*model);
   // NHWC as the loader delivers it, seen as a channels-last NCHW tensor (the trainer's
   // batch_images): the model takes it as it is, no conversion.
-  auto pixels = torch::randn({c.batch, c.image_size, c.image_size, 3}).permute({0, 3, 1, 2});
+  auto pixels =
+      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
   PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
-  auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
-  json out = {{"batch", c.batch},
+  auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64).to(device);
+  json out = {{"device", c.device},
+              {"batch", c.batch},
               {"image_size", c.image_size},
               {"bn_mode", c.bn_mode},
               {"folded_batchnorm", folded.has_value()},
               {"threads", torch::get_num_threads()}};
-  for (const std::string precision : {"fp32", "bf16"}) {
+  for (const std::string& precision : precisions(c)) {
+    // fp16: dynamic loss scaling as pets_train does it (scaled loss, gradients unscaled and
+    // checked); the optimiser step is left out for every precision.
+    pets::train::GradScaler scaler;
+    int64_t skipped = 0;
     auto step = [&] {
       torch::Tensor features;
       {
         torch::NoGradGuard no_grad;
-        if (precision == "bf16") {
-          pets::compat::set_autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+        if (precision != "fp32") {
+          pets::compat::set_autocast(device.type(), true, dtype_of(precision));
         }
         features = (folded ? folded->forward_features(pixels) : model->forward_features(pixels))
                        .to(torch::kFloat32);
-        if (precision == "bf16") {
-          pets::compat::end_autocast(c10::DeviceType::CPU);
+        if (precision != "fp32") {
+          pets::compat::end_autocast(device.type());
         }
       }
       auto loss = torch::nn::functional::cross_entropy(
           model->forward_head(features), labels,
           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      loss.backward();
+      if (precision == "fp16") {
+        scaler.scale_loss(loss).backward();
+        std::vector<at::Tensor> grads;
+        for (auto& p : model->fc->parameters()) grads.push_back(p.mutable_grad());
+        const bool finite = scaler.unscale(grads);
+        scaler.update(!finite);
+        skipped += finite ? 0 : 1;
+      } else {
+        loss.backward();
+      }
+      // .item() waits for the GPU: the step's time includes all of its work.
       PETS_CHECK(std::isfinite(loss.item<double>()), "model step: non-finite loss");
       for (auto& p : model->fc->parameters()) p.mutable_grad().reset();
     };
@@ -351,6 +406,10 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
         {"achieved_gflops", ips * step_gflop},
         {"roofline_images_per_s", roof_gflops / step_gflop},
         {"roofline_fraction", ips * step_gflop / roof_gflops}};
+    if (precision == "fp16") {
+      out[precision]["loss_scale"] = scaler.scale();
+      out[precision]["skipped_steps"] = skipped;
+    }
   }
   return out;
 }
@@ -442,7 +501,7 @@ json prepare_data(const Config& c, std::string& store) {
                       std::to_string(c.synth_classes) + " --seed 1",
                   (work / "synth.log").string());
   const double prep_s =
-      run_command(launcher(c, 2, "") + " " + quote(c.preprocess_exe) + " --images " +
+      run_command(launcher(c, c.preprocess_np, "") + " " + quote(c.preprocess_exe) + " --images " +
                       quote(images.string()) + " --out " + quote(store),
                   (work / "preprocess.log").string());
   return {{"store", store},
@@ -450,7 +509,7 @@ json prepare_data(const Config& c, std::string& store) {
           {"images", c.per_class * c.synth_classes},
           {"classes", c.synth_classes},
           {"synth_seconds", synth_s},
-          {"preprocess_np", 2},
+          {"preprocess_np", c.preprocess_np},
           {"preprocess_seconds", prep_s}};
 }
 
@@ -459,11 +518,11 @@ json e2e_run(const Config& c, const std::string& store, const std::string& name,
   const fs::path work = fs::absolute(c.work);
   const fs::path out = work / ("run_" + name);
   fs::remove_all(out);
-  const std::string cmd = launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " +
-                          quote(store) + " --epochs " + std::to_string(c.epochs) +
-                          " --batch-size " + std::to_string(c.train_batch) + " --eval-batch-size " +
-                          std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
-                          (extra_args.empty() ? "" : " " + extra_args);
+  const std::string cmd =
+      launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " + quote(store) +
+      " --epochs " + std::to_string(c.epochs) + " --batch-size " + std::to_string(c.train_batch) +
+      " --eval-batch-size " + std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
+      (extra_args.empty() ? "" : " " + extra_args) + (c.e2e_args.empty() ? "" : " " + c.e2e_args);
   const double wall = run_command(cmd, (work / ("run_" + name + ".log")).string());
   std::ifstream in(out / "metrics.jsonl");
   PETS_CHECK(in.good(), "pets_train wrote no " + (out / "metrics.jsonl").string());
@@ -496,20 +555,59 @@ json e2e_run(const Config& c, const std::string& store, const std::string& name,
           {"per_epoch", epochs}};
 }
 
+/// The pets_train runs --e2e-runs can name: ranks, launcher flags, pets_train flags.
+struct E2eKind {
+  int np;
+  bool np1_preflags;
+  std::string args;
+};
+const std::map<std::string, E2eKind>& e2e_run_kinds() {
+  static const std::map<std::string, E2eKind> kinds = {
+      {"np2", {2, false, ""}},
+      {"np2_bn_eval", {2, false, "--bn-mode eval"}},
+      {"np1_threads2", {1, true, "--threads 2"}},
+      {"np2_bf16", {2, false, "--mixed-precision bf16"}},
+      {"np1", {1, true, ""}},
+      {"np1_bf16", {1, true, "--mixed-precision bf16"}},
+      {"np1_fp16", {1, true, "--mixed-precision fp16"}}};
+  return kinds;
+}
+
+/// The runs of sections 5/6: --e2e-runs, else np2, np2_bn_eval, np1_threads2 (and np2_bf16
+/// with --e2e-bf16).
+std::vector<std::string> e2e_run_names(const Config& c) {
+  std::vector<std::string> names;
+  if (c.e2e_runs.empty()) {
+    names = {"np2", "np2_bn_eval", "np1_threads2"};
+    if (c.e2e_bf16) names.push_back("np2_bf16");
+    return names;
+  }
+  std::stringstream list(c.e2e_runs);
+  for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+  return names;
+}
+
 // ---- report --------------------------------------------------------------------------------
 
-void print_table(const json& r) {
+template <typename... Args>
+void row(const char* fmt, Args... args) {
   char line[256];
-  auto row = [&](const char* fmt, auto... args) {
-    std::snprintf(line, sizeof line, fmt, args...);
-    std::cerr << line << "\n";
-  };
+  std::snprintf(line, sizeof line, fmt, args...);
+  std::cerr << line << "\n";
+}
+
+/// Sections 1-4 (absent with --e2e-only).
+void print_measurements(const json& r) {
   const auto& roof = r.at("roofline");
   const auto& fl = r.at("flops");
   const auto& ms = r.at("model_step");
   row("%-34s %12s %12s", "", "fp32", "bf16");
   row("%-34s %12.1f %12.1f", "roofline conv GFLOP/s", roof["fp32"]["gflops"].get<double>(),
       roof["bf16"]["gflops"].get<double>());
+  if (roof.contains("fp16"))
+    row("%-34s %12.1f (fp16), step %.1f images/s, %.1f%% of it", "roofline conv GFLOP/s",
+        roof["fp16"]["gflops"].get<double>(), ms["fp16"]["images_per_s"].get<double>(),
+        100 * ms["fp16"]["roofline_fraction"].get<double>());
   row("%-34s %12.3f", "GFLOP/image (forward, counted)",
       fl["forward_gflop_per_image"].get<double>());
   row("%-34s %12.2f %12.2f", "model step images/s", ms["fp32"]["images_per_s"].get<double>(),
@@ -535,6 +633,10 @@ void print_table(const json& r) {
   row("%-34s %12.2f %12.2f", "cores for 2500 img/s (cpu, device)",
       ld["cores_for_2500_img_s"]["cpu_path"].get<double>(),
       ld["cores_for_2500_img_s"]["device_path_staging"].get<double>());
+}
+
+void print_table(const json& r) {
+  if (r.contains("roofline")) print_measurements(r);
   if (r.contains("end_to_end")) {
     row("%-22s %9s %9s %9s %8s %7s", "end to end", "train/s", "eval/s", "wall s", "wait %",
         "acc %");
@@ -583,8 +685,6 @@ int check_report(const std::string& path) {
                         "/model_step/bf16/images_per_s",
                         "/model_step/fp32/roofline_fraction",
                         "/model_step/bf16/roofline_fraction",
-                        "/model_step_default_malloc/fp32/images_per_s",
-                        "/model_step_default_malloc/bf16/images_per_s",
                         "/loader/images_per_s",
                         "/loader/images",
                         "/loader/images_per_cpu_s",
@@ -594,10 +694,20 @@ int check_report(const std::string& path) {
                         "/loader/cores_for_2500_img_s/cpu_path",
                         "/loader/cores_for_2500_img_s/device_path_staging"})
     positive(r, p);
+  // The allocator lever is the CPU's; fp16 is measured on CUDA only.
+  const bool cuda = r.value("device", "cpu") == "cuda";
+  for (const char* p : {"/model_step_default_malloc/fp32/images_per_s",
+                        "/model_step_default_malloc/bf16/images_per_s"})
+    if (!cuda) positive(r, p);
+  for (const char* p : {"/roofline/fp16/gflops", "/model_step/fp16/images_per_s",
+                        "/model_step/fp16/roofline_fraction"})
+    if (cuda) positive(r, p);
   if (r.contains("/flops/conv_calls"_json_pointer) &&
       r["flops"]["conv_calls"] != r["flops"]["conv_modules"])
     failures.push_back("/flops: conv_calls != conv_modules");
-  const std::vector<std::string> runs = {"np2", "np2_bn_eval", "np1_threads2"};
+  std::vector<std::string> runs = {"np2", "np2_bn_eval", "np1_threads2"};
+  if (r.contains("/end_to_end/run_names"_json_pointer))
+    runs = r["end_to_end"]["run_names"].get<std::vector<std::string>>();
   for (const auto& name : runs) {
     const std::string base = "/end_to_end/runs/" + name;
     for (const char* f : {"/wall_seconds", "/train_images_per_s", "/eval_images_per_s",
@@ -627,6 +737,12 @@ const char* kHelp =
     "  --loader-workers N --loader-world N --loader-epochs N   [1, 2, 2]\n"
     "  --no-e2e  --e2e-bf16   skip the pets_train runs / add a bf16 one\n"
     "  --loader-only          section 4 alone (a report --check refuses)\n"
+    "  --e2e-only             the data and the pets_train runs alone\n"
+    "  --device cpu|cuda      where sections 1 and 3 run (cuda adds fp16) [cpu]\n"
+    "  --e2e-runs LIST        pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1\n"
+    "                         np1_bf16 np1_fp16 [np2,np2_bn_eval,np1_threads2]\n"
+    "  --e2e-args 'ARGS'      added to every pets_train run, e.g. '--device cuda' ['']\n"
+    "  --preprocess-np N      ranks of pets_preprocess for the synthesised set [2]\n"
     "  --data FILE            use this store instead of synthesising one\n"
     "  --per-class N --classes N --epochs N --train-batch N --eval-batch N   [20, 37, 5, 64, 128]\n"
     "  --train EXE --preprocess EXE --synth EXE --mpiexec EXE --np-flag F\n"
@@ -710,6 +826,16 @@ Config parse(int argc, char** argv) {
       c.loader_only = true;
     else if (o == "--e2e-bf16")
       c.e2e_bf16 = true;
+    else if (o == "--e2e-only")
+      c.e2e_only = true;
+    else if (o == "--device")
+      c.device = value();
+    else if (o == "--e2e-runs")
+      c.e2e_runs = value();
+    else if (o == "--e2e-args")
+      c.e2e_args = value();
+    else if (o == "--preprocess-np")
+      c.preprocess_np = integer();
     else if (o == "--data")
       c.data = value();
     else if (o == "--per-class")
@@ -744,8 +870,17 @@ Config parse(int argc, char** argv) {
       usage("unknown option '" + o + "' (see --help)");
   }
   if (c.bn_mode != "train" && c.bn_mode != "eval") usage("--bn-mode must be train or eval");
-  for (int v : {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
-                c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class})
+  if (c.device != "cpu" && c.device != "cuda") usage("--device must be cpu or cuda");
+  if (c.device == "cuda" && !torch::cuda::is_available())
+    usage("--device cuda: no CUDA device is available to this build");
+  if (c.loader_only && c.e2e_only) usage("--loader-only and --e2e-only exclude each other");
+  if (c.e2e_only && !c.e2e) usage("--e2e-only and --no-e2e exclude each other");
+  for (const auto& name : e2e_run_names(c))
+    if (e2e_run_kinds().count(name) == 0)
+      usage("--e2e-runs: unknown run '" + name + "' (see --help)");
+  for (int v :
+       {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
+        c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class, c.preprocess_np})
     if (v <= 0) usage("sizes and counts must be positive");
   if (c.data.empty() && (c.synth_exe.empty() || c.preprocess_exe.empty()))
     usage("--synth and --preprocess are needed unless --data names a store");
@@ -772,6 +907,7 @@ int run(int argc, char** argv) {
             {"cores_in_affinity_mask", pets::affinity_cpu_count()},
             {"threads", torch::get_num_threads()},
             {"torch_version", TORCH_VERSION},
+            {"device", c.device},
             {"smoke", c.smoke},
             {"load_average_start", {load[0], load[1], load[2]}}};
 
@@ -779,6 +915,10 @@ int run(int argc, char** argv) {
   std::cerr << "pets_bench: data\n";
   const json data = prepare_data(c, store);
 
+  if (c.device == "cuda")
+    r["gpu"] = first_line_of(
+        "nvidia-smi --query-gpu=name,driver_version,memory.total "
+        "--format=csv,noheader 2>/dev/null");
   if (c.loader_only) {
     std::cerr << "pets_bench: 4. loader\n";
     r["loader"] = loader_bench(c, store);
@@ -787,35 +927,41 @@ int run(int argc, char** argv) {
     std::cout << text << std::endl;
     return 0;
   }
-  std::cerr << "pets_bench: 1. roofline\n";
-  r["roofline"] = roofline(c);
-  pets::model::ResNet50d model(c.classes);
-  std::cerr << "pets_bench: 2. FLOPs\n";
-  r["flops"] = count_flops(model, c);
-  std::cerr << "pets_bench: 3. model step\n";
-  const double step_gflop = r["flops"]["train_step_gflop_per_image"].get<double>();
-  // The allocator lever, measured in this run: glibc's defaults of a fresh process first (no
-  // mallopt call before this point), then what pets_train sets (pets/util/memory.hpp).
-  r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"]);
-  PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
-  r["model_step"] = model_step(model, c, step_gflop, r["roofline"]);
-  std::cerr << "pets_bench: 4. loader\n";
-  r["loader"] = loader_bench(c, store);
+  if (!c.e2e_only) {
+    std::cerr << "pets_bench: 1. roofline\n";
+    r["roofline"] = roofline(c);
+    pets::model::ResNet50d model(c.classes);
+    std::cerr << "pets_bench: 2. FLOPs\n";
+    r["flops"] = count_flops(model, c);
+    std::cerr << "pets_bench: 3. model step\n";
+    const double step_gflop = r["flops"]["train_step_gflop_per_image"].get<double>();
+    // The allocator lever, measured in this run: glibc's defaults of a fresh process first (no
+    // mallopt call before this point), then what pets_train sets (pets/util/memory.hpp). A CPU
+    // lever: on CUDA only the second is measured.
+    if (!on_cuda(c))
+      r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"]);
+    PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
+    r["model_step"] = model_step(model, c, step_gflop, r["roofline"]);
+    std::cerr << "pets_bench: 4. loader\n";
+    r["loader"] = loader_bench(c, store);
+  }
 
   if (c.e2e) {
     json runs;
-    std::cerr << "pets_bench: 5. end to end -np 2\n";
-    runs["np2"] = e2e_run(c, store, "np2", 2, "", "");
-    std::cerr << "pets_bench: 6. end to end -np 2 --bn-mode eval, -np 1 --threads 2\n";
-    runs["np2_bn_eval"] = e2e_run(c, store, "np2_bn_eval", 2, "", "--bn-mode eval");
-    runs["np1_threads2"] = e2e_run(c, store, "np1_threads2", 1, c.np1_preflags, "--threads 2");
-    if (c.e2e_bf16)
-      runs["np2_bf16"] = e2e_run(c, store, "np2_bf16", 2, "", "--mixed-precision bf16");
+    const auto names = e2e_run_names(c);
+    for (const auto& name : names) {
+      const E2eKind& kind = e2e_run_kinds().at(name);
+      std::cerr << "pets_bench: 5./6. end to end " << name << "\n";
+      runs[name] =
+          e2e_run(c, store, name, kind.np, kind.np1_preflags ? c.np1_preflags : "", kind.args);
+    }
     r["end_to_end"] = {{"data", data},
                        {"epochs", c.epochs},
                        {"train_batch_per_rank", c.train_batch},
                        {"eval_batch_per_rank", c.eval_batch},
                        {"image_size", 224},
+                       {"e2e_args", c.e2e_args},
+                       {"run_names", names},
                        {"runs", runs}};
   }
   (void)getloadavg(load, 3);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench/device_check.sh without a GPU: `prepare` packs this CUDA build's programs with the
+# libraries they need (no rebuild), `local` runs the device part with Debian's Open MPI, PMIx,
+# HDF5 and CUDA folders and the bundled libraries' system copies hidden. Checked: exit 0, the
+# report's parts (CUDA ones "skipped: no GPU", never "passed"; the CPU ones passed), the targets
+# not claimed; then a bundle without libhdf5 must fail (exit 1, `libraries` failed, the programs
+# that read a store failed).
+# Arguments: SOURCE_DIR BUILD_DIR (build-torch2/) WORK_DIR.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
+src="$1" build="$2"
+enter_workdir "$3"
+
+unshare -m true 2>/dev/null || skip "no mount namespace here (unshare -m needs root)"
+for p in pets_train pets_preprocess pets_synth pets_bench tests/cuda/model_parity_cuda \
+         tests/comm/test_comm_mpi tests/deviceinput/train_device_input; do
+  [[ -x "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build)"
+done
+
+export PETS_BUILD_TORCH2="$build" PETS_DEVICE_SKIP_BUILD=1 PETS_DEVICE_XZ_LEVEL=6
+export PETS_DEVICE_DIR="$work/dev" PETS_DEVICE_WORK="$work/w"
+capture prepare.log bash "$src/bench/device_check.sh" prepare
+[[ $status -eq 0 ]] || { show prepare.log; fatal "prepare: exit $status"; }
+bundle="$work/dev/pets_device.tar.xz"
+[[ -s "$bundle" ]] || fatal "prepare made no $bundle"
+(($(stat -c %s "$bundle") <= 12 * 1024 * 1024)) || fail "the bundle is over 12 MiB"
+
+# status_of REPORT PART: the part's status in the report.
+status_of() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"].get(sys.argv[2], "absent"))' \
+    "$1" "$2"
+}
+
+OUT="$work/out" capture local.log bash "$src/bench/device_check.sh" local
+[[ $status -eq 0 ]] || { show local.log; fail "local: exit $status"; }
+report="$work/out/device_check.json"
+[[ -f "$report" ]] || fatal "local wrote no $report"
+[[ -s "$work/out/device_logs.tar.gz" ]] || fail "local wrote no device_logs.tar.gz"
+for part in libraries small_set train_fp32_cpu harness_data harness_measure; do
+  check_eq "$part" "$(status_of "$report" "$part")" passed
+done
+for part in parity_cuda nccl_one_rank device_input; do
+  check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU (CPU cases passed)"
+done
+for part in gpu train_fp32 train_fp16 train_bf16 train_determinism; do
+  check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU"
+done
+check_eq harness_end_to_end "$(status_of "$report" harness_end_to_end)" \
+  "passed on the CPU (no GPU: the GPU runs skipped)"
+python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["targets"]; sys.exit(0 if list(t) == ["not_measured"] else 1)' \
+  "$report" || fail "targets claimed without a GPU: $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["targets"])' "$report")"
+pass "local: the CPU half passed, the CUDA parts reported as skipped"
+
+# A bundle without parallel HDF5: Debian's copy is hidden, so it must fail as on the device.
+mkdir -p broken/s
+xz -dc "$bundle" | tar -C broken/s -xf - && rm broken/s/lib/libhdf5_openmpi.so.103 &&
+  tar -C broken/s -cf - . | xz -0 >broken/pets_device.tar.xz || fatal "could not repack"
+PETS_DEVICE_DIR="$work/broken" OUT="$work/out_broken" capture broken.log \
+  bash "$src/bench/device_check.sh" local
+check_eq "exit status without libhdf5" "$status" 1
+report="$work/out_broken/device_check.json"
+check_eq libraries "$(status_of "$report" libraries)" \
+  "failed: unresolved or outside the bundle and torch"
+check_eq small_set "$(status_of "$report" small_set)" "failed: status 127"
+pass "a bundle without libhdf5 fails"
+finish
