@@ -448,7 +448,7 @@ json loader_bench(const Config& c, const std::string& store) {
   lo.workers = c.loader_workers;
   pets::train::configure_loader(lo, true, device);
   json staging = pets::bench::measure_loader(lo, c.loader_epochs);
-  staging["what"] = "HDF5 read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
+  staging["what"] = "read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
   staging["pinned"] = device.is_cuda();
   out["staging"] = staging;
   // CPU cores one GPU needs at a given step rate: rate / images_per_cpu_s, for the published
