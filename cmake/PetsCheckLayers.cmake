@@ -1,13 +1,16 @@
 # Checks the layers of cmake/PetsLayers.cmake on the sources or on the built libraries; ctest runs
 # it as layout_includes and layout_symbols (tests/CMakeLists.txt):
 #
-#   cmake -DCHECK=includes|symbols -DLAYERS=<build>/pets_layers.cmake [-DNM=nm] [-DPETS_ROOT=dir]
-#         -P cmake/PetsCheckLayers.cmake
+#   cmake -DCHECK=includes|symbols -DLAYERS=<build>/pets_layers.cmake
+#         [-DTESTS=<build>/pets_tests.cmake] [-DNM=nm] [-DPETS_ROOT=dir] -P cmake/PetsCheckLayers.cmake
 #
 # includes: every #include "pets/<area>/..." in include/pets/<a> and src/<a> names an area that <a>
 #   may use; no LibTorch header (torch/, ATen/, c10/, caffe2/) is reached, directly or through
 #   pets/ headers, from the files of a LibTorch-free area or the sources of a LibTorch-free
 #   library (the pets_*_core ones).
+#   With TESTS (the tests' list, pets_write_test_list): every test's sources include only pets/
+#   headers of the areas of the libraries it links (and what those may use), and the sources of a
+#   test that links only LibTorch-free libraries reach no LibTorch header.
 # symbols: every pets:: symbol a library's archive leaves undefined is defined in the archive or
 #   in a library it links; a LibTorch-free library's archive leaves no LibTorch symbol undefined.
 # pets_layers.cmake (written at configure time by pets_check_layers) lists each library's
@@ -51,8 +54,12 @@ function(torch_reach file out)
         set(${out} "${where} includes ${header}" PARENT_SCOPE)
         return()
       endif()
+      # pets/ headers, and the tests' own helpers (included as "<folder>/<file>" from tests/).
       set(path "${PETS_ROOT}/include/${header}")
-      if(header MATCHES "^pets/" AND EXISTS "${path}" AND NOT path IN_LIST seen)
+      if(NOT header MATCHES "^pets/")
+        set(path "${PETS_ROOT}/tests/${header}")
+      endif()
+      if(EXISTS "${path}" AND NOT IS_DIRECTORY "${path}" AND NOT path IN_LIST seen)
         list(APPEND seen "${path}")
         list(APPEND queue "${path}")
       endif()
@@ -95,6 +102,30 @@ if(CHECK STREQUAL "includes")
       list(APPEND torch_free_files ${PETS_${library}_SOURCES})
     endif()
   endforeach()
+  set(tests_checked 0)
+  if(TESTS)
+    if(NOT EXISTS "${TESTS}")
+      message(FATAL_ERROR "no ${TESTS} (configure the build first)")
+    endif()
+    include(${TESTS})
+    foreach(test IN LISTS PETS_TESTS)
+      set(allowed ${PETS_TEST_${test}_AREAS})
+      foreach(file IN LISTS PETS_TEST_${test}_SOURCES)
+        file(RELATIVE_PATH where "${PETS_ROOT}" "${file}")
+        included_headers("${file}" headers)
+        foreach(header IN LISTS headers)
+          if(header MATCHES "^pets/([a-z_]+)/" AND NOT CMAKE_MATCH_1 IN_LIST allowed)
+            string(APPEND violations "  ${where} (test ${test}, links ${PETS_TEST_${test}_LINK}) "
+                   "includes ${header}; it may use: ${allowed}\n")
+          endif()
+        endforeach()
+        if(NOT PETS_TEST_${test}_TORCH)
+          list(APPEND torch_free_files "${file}")
+        endif()
+      endforeach()
+      math(EXPR tests_checked "${tests_checked} + 1")
+    endforeach()
+  endif()
   list(REMOVE_DUPLICATES torch_free_files)
   foreach(file IN LISTS torch_free_files)
     torch_reach("${file}" chain)
@@ -104,7 +135,7 @@ if(CHECK STREQUAL "includes")
     endif()
   endforeach()
   list(LENGTH torch_free_files checked)
-  set(summary "includes of every area checked; ${checked} LibTorch-free files")
+  set(summary "includes of every area and ${tests_checked} tests checked; ${checked} LibTorch-free files")
 
 elseif(CHECK STREQUAL "symbols")
   if(NOT NM)

@@ -171,3 +171,47 @@ function(pets_check_layers)
   endif()
   file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/pets_layers.cmake CONTENT "${layers}")
 endfunction()
+
+# Writes `file`, the list of the tests pets_add_test defined (tests/CMakeLists.txt), for the
+# layout check of their includes (PetsCheckLayers.cmake) and for the sanitizer build
+# (fuzz/CMakeLists.txt), which builds every test whose libraries are LibTorch-free. Per test:
+# its folder under tests/, sources (absolute), the libraries it links, its MPI rank count, whether
+# it reaches LibTorch, and the areas its #includes may name (those of the libraries it links and
+# what they may use).
+function(pets_write_test_list file)
+  get_property(tests GLOBAL PROPERTY PETS_TESTS)
+  set(text "set(PETS_TESTS ${tests})\n")
+  foreach(test IN LISTS tests)
+    get_target_property(folder ${test} PETS_TEST_FOLDER)
+    get_target_property(sources ${test} PETS_TEST_SOURCES)
+    get_target_property(links ${test} PETS_TEST_LINK)
+    get_target_property(mpi ${test} PETS_TEST_MPI)
+    set(areas "")
+    foreach(item IN LISTS links)
+      _pets_link_target("${item}" dep)
+      if(dep)
+        get_target_property(dep_area ${dep} PETS_AREA)
+        if(dep_area)
+          list(APPEND areas ${dep_area} ${PETS_USES_${dep_area}})
+        endif()
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES areas)
+    _pets_link_closure(${test} closure)
+    set(torch "")
+    foreach(item IN LISTS closure)
+      if(item MATCHES "^pets_torch$|(^|/)(lib)?(torch|c10)[^/]*$")
+        set(torch ON)
+      endif()
+    endforeach()
+    string(APPEND text
+           "set(PETS_TEST_${test}_FOLDER ${folder})\n"
+           "set(PETS_TEST_${test}_SOURCES \"${sources}\")\n"
+           "set(PETS_TEST_${test}_LINK ${links})\n"
+           "set(PETS_TEST_${test}_MPI \"${mpi}\")\n"
+           "set(PETS_TEST_${test}_TORCH \"${torch}\")\n"
+           "set(PETS_TEST_${test}_AREAS ${areas})\n")
+  endforeach()
+  # Rewritten only when it changes: the sanitizer build reconfigures when it does.
+  file(CONFIGURE OUTPUT "${file}" CONTENT "${text}")
+endfunction()

@@ -4,8 +4,10 @@
 # with clang into its own folder, then its unit tests run. The fuzz targets run with
 # fuzz/run_fuzz.sh. ctest runs the steps one by one (tests/sanitize/CMakeLists.txt).
 #
-# usage: scripts/sanitize.sh [--build-only | --test-only | --skipped] [DIR]
+# usage: scripts/sanitize.sh [--build-only | --test-only | --skipped] [--tests FILE] [DIR]
 #   DIR            the build folder (default: $PETS_BUILD/sanitize, i.e. build/sanitize)
+#   --tests FILE   the main build's list of tests (default: $PETS_BUILD/pets_tests.cmake); those
+#                  whose libraries are all LibTorch-free are built and run here
 #   (no option)    build, run the unit tests, report the tests not built (SKIPPED lines)
 #   --build-only   configure (clang++-14, Ninja, ccache) and build
 #   --test-only    run the unit tests of a build (ctest there), then the SKIPPED lines
@@ -15,21 +17,24 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-usage() { sed -n '7,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+usage() { sed -n '7,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
 mode=all
 dir=""
+tests=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-only) mode=build; shift ;;
     --test-only) mode=test; shift ;;
     --skipped) mode=skipped; shift ;;
+    --tests) [ $# -ge 2 ] || usage; tests="$2"; shift 2 ;;
     -h | --help) usage 0 ;;
     -*) echo "sanitize.sh: unknown option $1" >&2; usage ;;
     *) [ -z "$dir" ] || usage; dir="$1"; shift ;;
   esac
 done
 dir=$(realpath -m "${dir:-$PETS_BUILD/sanitize}")
+tests=$(realpath -m "${tests:-$PETS_BUILD/pets_tests.cmake}")
 cxx="${PETS_SAN_CXX:-clang++-14}"
 cc="${PETS_SAN_CC:-clang-14}"
 
@@ -71,13 +76,12 @@ skip_if_no_toolchain() {
 
 build() {
   skip_if_no_toolchain
-  if [ ! -f "$dir/CMakeCache.txt" ]; then
-    local generator=()
-    if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-    cmake -S "$PETS_ROOT/fuzz" -B "$dir" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" \
-      -DCMAKE_C_COMPILER="$cc" || return 1
-  fi
-  # The build reconfigures itself when fuzz/CMakeLists.txt or a tests/*/CMakeLists.txt changes.
+  local generator=()
+  if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+  [ -f "$tests" ] || { echo "sanitize.sh: $tests missing (configure the main build first)" >&2; return 1; }
+  # Configured each time with the list of tests, so a test added or relinked is seen.
+  cmake -S "$PETS_ROOT/fuzz" -B "$dir" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCMAKE_C_COMPILER="$cc" -DPETS_TEST_LIST="$tests" || return 1
   cmake --build "$dir" --parallel "$PETS_JOBS"
 }
 
