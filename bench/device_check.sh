@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# The device check of issue 13: the CUDA tests and the benchmark harness on a lent GPU machine
-# (the `device` tool: one NVIDIA H200, 16 cores, python3 with torch 2.11.0+cu130, none of
-# Debian's packages, no network; only the working tree and the `carry` paths travel, 64 MiB).
+# The device check of issue 13: the CUDA tests and the benchmark harness on a GPU node that has
+# no build tools, none of Debian's packages and no network: a python3 with torch 2.11.0+cu130
+# (the pinned wheel's version, with its nvidia/ packages), an NVIDIA driver and a shell suffice.
+# The programs are built on a build machine and travel, with every library they need outside
+# glibc and torch, as one bundle inside a copy of the checkout.
 #
-#   bench/device_check.sh prepare   # here: build against the pinned torch 2.11.0 wheel (CUDA on),
-#                                   # pack programs + the non-torch libraries into .device/
-#   bench/device_check.sh run       # there: unpack, check that everything resolves, run the
-#                                   # CUDA tests and the harness, write $OUT/device_check.json
-#   bench/device_check.sh local     # here: `run` in a mount namespace where Debian's Open MPI,
-#                                   # PMIx, HDF5 and CUDA folders and the bundled libraries'
-#                                   # system copies are hidden (the bundle alone must suffice);
-#                                   # no GPU here, so the CUDA parts report "skipped: no GPU"
+#   bench/device_check.sh prepare   # build machine: build against the pinned torch 2.11.0 wheel
+#                                   # (CUDA on), pack programs + the non-torch libraries into
+#                                   # .device/pets_device.tar.xz
+#   bench/device_check.sh run       # GPU node, in the copy: unpack, check that everything
+#                                   # resolves, run the CUDA tests and the harness, write
+#                                   # $OUT/device_check.json
+#   bench/device_check.sh local     # build machine: `run` in a mount namespace where Debian's
+#                                   # Open MPI, PMIx, HDF5 and CUDA folders and the bundled
+#                                   # libraries' system copies are hidden (the bundle alone must
+#                                   # suffice); without a GPU the CUDA parts report "skipped: no GPU"
 #
-# The device tool's call (in a session whose task has a GPU), once `prepare` has run in the
-# checkout the tool sends, i.e. the one the session was started in (.device/ is ignored by git,
-# so it travels only as carried; `prepare` fails if it would not fit):
+# Copy the checkout's files and the bundle to the node (.device/ is ignored by git; `prepare`
+# fails when the bundle is over 12 MiB or the two together over 62 MiB), then run it there:
 #
-#   run(command="bash bench/device_check.sh run", carry=[".device"], timeout_s=540)
-#
-# (540 s: the 450 s budget, the unpacking and the report, under the tool's 600 s per command.)
+#   git ls-files -z | tar --null -T - -cf pets_check.tar .device      # build machine
+#   mkdir check && tar -xf pets_check.tar -C check && cd check        # GPU node
+#   OUT=$PWD/out bench/device_check.sh run                            # about 8 minutes at most
 #
 # `run` keeps to 450 s of steps (PETS_DEVICE_BUDGET_S), each step under its own `timeout`, so a
 # hang costs that step only; the JSON report is written whatever fails. It leaves
@@ -27,7 +30,7 @@
 # Environment: PETS_BUILD_TORCH2 (default build-torch2/: the build `prepare` makes and packs),
 # PETS_DEVICE_SKIP_BUILD=1 (`prepare` packs what the build folder holds), PETS_DEVICE_DIR
 # (default .device/), PETS_DEVICE_PYTHON (the python3 whose torch the programs load; default
-# python3 there, the pinned wheel's venv for `local`), PETS_DEVICE_WORK (unpack and
+# python3 on the node, the pinned wheel's venv for `local`), PETS_DEVICE_WORK (unpack and
 # work folder, default /tmp/pets_device), PETS_DEVICE_BUDGET_S (450), PETS_DEVICE_PER_CLASS (the
 # harness's synthetic set: images per class, 37 classes; default 200, i.e. 7,400 images; 4 with
 # no GPU), PETS_DEVICE_BATCH (model step and training batch on the GPU, default 128),
@@ -38,25 +41,25 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 dev_dir="${PETS_DEVICE_DIR:-$root/.device}"
 bundle="$dev_dir/pets_device.tar.xz"
-# The bundle's limit: the working tree (about 50 MiB, mostly tests/fixtures) plus the carried
-# bundle must stay under the tool's 64 MiB.
+# The bundle's limit: the checkout's files (about 50 MiB, mostly tests/fixtures) plus the bundle
+# stay under 64 MiB, so that the copy to the GPU node stays small.
 max_bundle_bytes=$((12 * 1024 * 1024))
 max_tree_bytes=$((62 * 1024 * 1024))
 
 die() { echo "device_check: error: $*" >&2; exit 1; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # Programs and test executables the device part runs (build targets of build-torch2/).
 programs=(pets_train pets_preprocess pets_synth pets_bench)
 test_programs=(tests/cuda/model_parity_cuda tests/comm/test_comm_mpi
                tests/deviceinput/train_device_input)
-# Libraries the device image has (glibc's own): never bundled, allowed from the system.
+# Libraries every GPU node has (glibc's own): never bundled, allowed from the system.
 glibc_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-x86-64\.so\.2|libutil\.so\.1|libresolv\.so\.2|libanl\.so\.1)$'
 # Open MPI components left out: other fabrics (UCX, libfabric, PSM, verbs), OpenSHMEM, Flux, and
 # those Debian's openmpi-mca-params.conf turns off anyway.
 mca_skip_re='(ucx|ofi|psm|openib|uct|verbs|flux|spml|sshmem|scoll|memheap|atomic|osc_pt2pt|monitoring|jsm|gridengine|simulator)'
 
-# ---- prepare (here) -------------------------------------------------------------------------
+# ---- prepare (build machine) -----------------------------------------------------------------
 
 prepare() {
   # shellcheck source=../scripts/env.sh
@@ -67,9 +70,9 @@ prepare() {
   wheel_python="$(cd "$prefix/../../../.." && pwd)/bin/python"
   local version
   version="$("$wheel_python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-  # The device's torch is 2.11.0+cu130: the same wheel, so the same torch/lib the programs load.
+  # The GPU node's torch is 2.11.0+cu130: the same wheel, so the same torch/lib the programs load.
   [[ "$version" == "2.11.0+cu130" ]] ||
-    die "the pinned wheel is torch $version, the device has 2.11.0+cu130 (PETS_TORCH_VERSION?)"
+    die "the pinned wheel is torch $version, the GPU node needs 2.11.0+cu130 (PETS_TORCH_VERSION?)"
   mkdir -p "$dev_dir"
   if [[ "${PETS_DEVICE_SKIP_BUILD:-0}" != 1 ]]; then
     local generator=()
@@ -113,7 +116,7 @@ prepare() {
   stub_libraries "$stage/lib" || die "could not compile the libcurl/libcrypto stand-ins"
 
   # Every shared library these need, from ldd, except glibc's, the wheel's torch/lib and its
-  # nvidia/ libraries (the device's torch brings them) and the CUDA toolkit's libcudart, which
+  # nvidia/ libraries (the node's torch brings them) and the CUDA toolkit's libcudart, which
   # the wheel carries too (nvidia/cu13/lib).
   local torch_lib="$prefix/lib" nvidia_libs
   nvidia_libs="$(wheel_nvidia_libs "$prefix")"
@@ -152,7 +155,7 @@ prepare() {
   rm -rf "$stage"
   local size tree
   git -C "$root" rev-parse --git-dir >/dev/null 2>&1 ||
-    die "$root is not a git checkout (what travels is a checkout's tracked and unignored files)"
+    die "$root is not a git checkout (what is copied is a checkout's tracked and unignored files)"
   size=$(stat -c %s "$bundle")
   tree=$(tree_bytes)
   echo "device_check: bundle $bundle: $((size / 1024)) KiB; working tree $((tree / 1024 / 1024)) MiB"
@@ -214,13 +217,13 @@ wheel_nvidia_libs() {
   echo "${dirs[*]}"
 }
 
-# What travels: tracked files and untracked files git does not ignore.
+# What is copied to the node with the bundle: tracked files and untracked files git does not ignore.
 tree_bytes() {
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
      awk '{ s += $1 } END { print s + 0 }')
 }
 
-# ---- run (there) ----------------------------------------------------------------------------
+# ---- run (GPU node) --------------------------------------------------------------------------
 
 T0=$SECONDS
 budget="${PETS_DEVICE_BUDGET_S:-450}"
@@ -323,9 +326,9 @@ EOF
 }
 
 run() {
-  [[ -f "$bundle" ]] || die "no bundle at $bundle: run 'bench/device_check.sh prepare' here first (and carry .device)"
+  [[ -f "$bundle" ]] || die "no bundle at $bundle: run 'bench/device_check.sh prepare' on the build machine first (and copy .device/ with the checkout)"
   OUTDIR="${OUT:-}"
-  [[ -n "$OUTDIR" ]] || die "OUT is not set (the device tool sets it; for a local run: OUT=/tmp/devout)"
+  [[ -n "$OUTDIR" ]] || die "OUT is not set: the folder for the report, e.g. OUT=\$PWD/out"
   mkdir -p "$OUTDIR"
   W="${PETS_DEVICE_WORK:-/tmp/pets_device}"
   rm -rf "$W"
@@ -584,9 +587,9 @@ EOF
   tar -C "$W" -czf "$OUTDIR/device_logs.tar.gz" logs 2>/dev/null
 }
 
-# ---- local (here) ---------------------------------------------------------------------------
+# ---- local (build machine) -------------------------------------------------------------------
 
-# `run` in a private mount namespace where what the device lacks is hidden: Debian's Open MPI,
+# `run` in a private mount namespace where what the GPU node lacks is hidden: Debian's Open MPI,
 # PMIx, HDF5 folders, orterun/orted, the CUDA toolkit, and the system copy of every library the
 # bundle carries (except those the script's own tools load: bash, python3 and `import torch`,
 # tar, xz, coreutils; the ldd check covers those).

@@ -1,4 +1,5 @@
-# The layers of the code base (README, "Layout"), in one place: which areas each area may use.
+# The layers of the code base (docs/design.md, "Layout"), in one place: which areas each area
+# may use.
 # Read by the build (PetsTargets.cmake checks every library's links at configure time) and by the
 # ctest checks layout_includes and layout_symbols (PetsCheckLayers.cmake).
 #

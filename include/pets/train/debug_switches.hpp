@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The environment variables pets_train reads for tests and comparisons, all read here, once.
-/// None changes what a normal run computes; each is described in the README.
+/// None changes what a normal run computes; each is described in docs/testing.md.
 
 #include <cstdint>
 #include <functional>
