@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Downloads the pretrained timm/resnet50d.ra2_in1k weights (model.safetensors, ~100 MB) from
 # the Hugging Face Hub into DIR/resnet50d.ra2_in1k.safetensors.
-# Usage: data/fetch_weights.sh [DIR]   (default: the folder of this script; HF_ENDPOINT honoured)
+# Usage: data/fetch_weights.sh [DIR]   (default: the folder of this script; HF_ENDPOINT honoured);
+# -h, --help: usage
 set -euo pipefail
+# shellcheck source=download.sh
 source "$(dirname "${BASH_SOURCE[0]}")/download.sh"
 endpoint="${HF_ENDPOINT:-https://huggingface.co}"
 url="$endpoint/timm/resnet50d.ra2_in1k/resolve/main/model.safetensors"
-dest="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir_argument fetch_weights.sh "Usage: data/fetch_weights.sh [DIR]
+Downloads the pretrained timm/resnet50d.ra2_in1k weights (model.safetensors, ~100 MB) from
+$url
+into DIR/resnet50d.ra2_in1k.safetensors (DIR default: $here); train with
+--pretrained DIR/resnet50d.ra2_in1k.safetensors. HF_ENDPOINT replaces https://huggingface.co
+(a mirror). Nothing to do when the file exists." "$here" "$@"
 out="$dest/resnet50d.ra2_in1k.safetensors"
 mkdir -p "$dest"
 if [ -s "$out" ]; then echo "fetch_weights: $out already exists; train with: --pretrained $out"; exit 0; fi

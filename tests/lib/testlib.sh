@@ -23,6 +23,7 @@
 #   show FILE...               the last $show_lines (80) lines of each file, under its name
 #   enter_workdir DIR          empty DIR (made afresh) becomes the current folder; sets work
 #   at_exit COMMAND            run COMMAND when the script ends (last registered first)
+#   at_finish COMMAND          run COMMAND first thing in finish: a last check, which may fail
 #   drop_at_exit COMMAND       forget a COMMAND given to at_exit (its job is done)
 #   use_mpiexec MPIEXEC NPFLAG PREFLAGS   the launcher as ctest passes it (PREFLAGS one word)
 #   run_np NP ARG...           mpiexec NPFLAG NP PREFLAGS ARG... (stdin /dev/null); after
@@ -39,6 +40,11 @@
 #                              asking for an allocation fails; sinfo gets no answer)
 #   jupyter_home DIR           Jupyter, IPython and matplotlib keep their files under DIR (made),
 #                              not in $HOME; matplotlib draws without a display
+#   own_shm_segments [HOSTS]   Open MPI's shared-memory segments (btl vader) of every process
+#                              this script starts, and of the jobs it submits, go to a folder of
+#                              its own in /dev/shm, removed when the script ends; with HOSTS (a
+#                              glob of host names), finish fails if /dev/shm holds segments of
+#                              such a host that were not there before
 
 set -uo pipefail
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
@@ -82,7 +88,12 @@ _tl_summary() {
   fi
 }
 
+_tl_finish_checks=()
+at_finish() { _tl_finish_checks+=("$1"); }
+
 finish() {
+  local check
+  for check in "${_tl_finish_checks[@]}"; do eval "$check"; done
   _tl_finished=1
   _tl_summary
   [ "$failures" -eq 0 ] && exit 0
@@ -224,4 +235,28 @@ jupyter_home() {
   mkdir -p "$1" || fatal "cannot make $1"
   export JUPYTER_CONFIG_DIR=$1/config JUPYTER_DATA_DIR=$1/data JUPYTER_RUNTIME_DIR=$1/runtime
   export IPYTHONDIR=$1/ipython MPLCONFIGDIR=$1/matplotlib MPLBACKEND=Agg
+}
+
+# Open MPI names a segment vader_segment.HOST.ID.RANK, in btl_vader_backing_directory (/dev/shm by
+# default); a rank that is killed never removes its own, and a job step that srun starts has no
+# Open MPI daemon to do it afterwards.
+_tl_segments() {
+  find /dev/shm -maxdepth 1 -name "vader_segment.$1.*" -printf '%f\n' 2>/dev/null | sort
+}
+own_shm_segments() {
+  local base=/dev/shm
+  [ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
+  _tl_shm=$(mktemp -d "$base/pets-$_tl_name.XXXXXX") || fatal "cannot make a folder in $base"
+  export OMPI_MCA_btl_vader_backing_directory=$_tl_shm
+  at_exit "rm -rf '$_tl_shm'"
+  if [ -n "${1:-}" ]; then
+    _tl_shm_hosts=$1
+    _tl_shm_before=$(_tl_segments "$_tl_shm_hosts")
+    at_finish _tl_check_segments
+  fi
+}
+_tl_check_segments() {
+  local left
+  left=$(comm -13 <(echo "$_tl_shm_before") <(_tl_segments "$_tl_shm_hosts") | tr '\n' ' ')
+  [ -z "$left" ] || fail "Open MPI shared-memory segments left in /dev/shm: $left"
 }

@@ -3,6 +3,8 @@
 # check_run_folder, same_results, require_cluster; and through them tests/lib/testlib.sh's fail,
 # fatal, pass, finish, skip) plus what several hosts need.
 # Expects PETS_TEST_DIR (this suite's folder under the build tree), PETS_BIN, PETS_SOURCE.
+# The cluster's hosts, n1..nN: no shared-memory segment of theirs may be left in /dev/shm.
+shm_hosts='n[0-9]*'
 source "$PETS_SOURCE/tests/slurm/common.sh"
 
 CLUSTER=$PETS_SOURCE/scripts/test_cluster.sh

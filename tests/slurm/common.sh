@@ -15,6 +15,10 @@ export SLURM_CONF=$CLUSTER_DIR/etc/slurm.conf
 export TMPDIR=$PETS_TEST_DIR/tmp
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$TMPDIR" "$WORK" || fatal "cannot make $TMPDIR and $WORK"
+# The jobs' shared-memory segments go to this test's own folder, removed at its end (a killed rank
+# leaves its segment; a job step started by srun has no Open MPI daemon to remove them). The
+# multinode tests also check that /dev/shm holds no new segment of their hosts (shm_hosts).
+own_shm_segments "${shm_hosts:-}"
 
 # The one tiny problem every training test uses, so that their accuracies can be compared.
 SYNTH_CLASSES=3
