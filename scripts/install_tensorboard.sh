@@ -43,13 +43,17 @@ from tensorboard.backend.event_processing import event_accumulator  # noqa: F401
 EOF
 }
 
+# One install at a time (tests running in parallel may all ask for it on a fresh machine).
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
 if complete; then
   echo "$venv/bin/python"
   exit 0
 fi
 
 echo "install_tensorboard: installing tensorboard==$version into $venv" >&2
-mkdir -p "$(dirname "$venv")"
 if [ ! -x "$venv/bin/python" ]; then
   if ! "$python" -m venv "$venv" >&2; then
     rm -rf "$venv"
