@@ -22,7 +22,7 @@ void TensorBoardLog::write(Write&& write) {
   try {
     if (!writer_) {
       writer_ = std::make_unique<EventFileWriter>(dir_);
-      if (restart_step_) writer_->add_session_start(*restart_step_);
+      if (start_step_) writer_->add_session_start(*start_step_);
     }
     write(*writer_);
   } catch (const Error& e) {
@@ -32,7 +32,10 @@ void TensorBoardLog::write(Write&& write) {
   }
 }
 
-void TensorBoardLog::resumed(std::int64_t steps_done) { restart_step_ = steps_done + 1; }
+void TensorBoardLog::resumed(std::optional<std::int64_t> steps_done) {
+  start_step_.reset();
+  if (steps_done) start_step_ = *steps_done + 1;
+}
 
 void TensorBoardLog::progress(std::int64_t step, double loss, double images_per_s, double lr,
                               Clock::time_point now) {

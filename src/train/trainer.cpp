@@ -302,7 +302,8 @@ void Trainer::restore(const TrainingState& state, const std::string& path) {
         [&] { scaler->restore(state.grad_scaler->scale, state.grad_scaler->growth_tracker); });
   last_lr_ = state.last_lr;
   // Another rank count restarts the steps on another scale: nothing to mark as redone.
-  if (state.world_size == mpi_.size()) board_.resumed(state.schedule_steps);
+  board_.resumed(state.world_size == mpi_.size() ? std::optional(state.schedule_steps)
+                                                 : std::nullopt);
   history_ = state.history;
   first_epoch_ = state.epoch;
   // Another rank count splits an epoch into another number of steps: the schedule continues

@@ -80,8 +80,8 @@ std::string host_name() {
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == 0) return "unknown-host";
   std::string host(name);
   for (char& c : host) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '-' || c == '_';
     if (!plain) c = '_';
   }
   return host;
@@ -139,8 +139,7 @@ std::string session_start_event(double wall_time, std::int64_t step) {
 }
 
 double wall_time_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 EventFileWriter::EventFileWriter(const std::string& dir) {

@@ -84,29 +84,32 @@ TEST(TensorBoardLog, ProgressAtTheIntervalAndEpochsAtTheirLastStep) {
   board.epoch(8, epoch_metrics());
   ASSERT_FALSE(board.path().empty());
   const std::vector<DecodedEvent> events = pets::test::read_events(board.path());
-  ASSERT_EQ(events.size(), 6u);
+  ASSERT_EQ(events.size(), 7u);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
-  const std::vector<std::string> train = {"train/loss", "train/images_per_s", "train/lr"};
+  // A new run starts at step 1: TensorBoard drops what earlier files of DIR hold.
+  EXPECT_TRUE(events[1].session_start);
   EXPECT_EQ(events[1].step, 1);
-  EXPECT_EQ(tags(events[1]), train);
-  EXPECT_EQ(value_of(events[1], "train/loss"), 2.0f);
-  EXPECT_EQ(events[2].step, 3);
-  EXPECT_EQ(value_of(events[2], "train/images_per_s"), 12.0f);
-  EXPECT_EQ(value_of(events[2], "train/lr"), 2e-3f);
-  EXPECT_EQ(events[3].step, 4);
-  EXPECT_EQ(tags(events[3]), (std::vector<std::string>{"eval/accuracy", "eval/images_per_s",
-                                                       "train/loss", "train/images_per_s",
-                                                       "train/lr"}));
-  EXPECT_EQ(value_of(events[3], "eval/accuracy"), 91.25f);
-  EXPECT_EQ(value_of(events[3], "eval/images_per_s"), 400.0f);
-  EXPECT_EQ(value_of(events[3], "train/loss"), 0.5f);
-  EXPECT_EQ(value_of(events[3], "train/images_per_s"), 120.0f);
-  EXPECT_EQ(value_of(events[3], "train/lr"), 1e-3f);
-  EXPECT_EQ(events[4].step, 8);
-  EXPECT_EQ(tags(events[4]), train);
+  const std::vector<std::string> train = {"train/loss", "train/images_per_s", "train/lr"};
+  EXPECT_EQ(events[2].step, 1);
+  EXPECT_EQ(tags(events[2]), train);
+  EXPECT_EQ(value_of(events[2], "train/loss"), 2.0f);
+  EXPECT_EQ(events[3].step, 3);
+  EXPECT_EQ(value_of(events[3], "train/images_per_s"), 12.0f);
+  EXPECT_EQ(value_of(events[3], "train/lr"), 2e-3f);
+  EXPECT_EQ(events[4].step, 4);
+  EXPECT_EQ(tags(events[4]),
+            (std::vector<std::string>{"eval/accuracy", "eval/images_per_s", "train/loss",
+                                      "train/images_per_s", "train/lr"}));
+  EXPECT_EQ(value_of(events[4], "eval/accuracy"), 91.25f);
+  EXPECT_EQ(value_of(events[4], "eval/images_per_s"), 400.0f);
+  EXPECT_EQ(value_of(events[4], "train/loss"), 0.5f);
+  EXPECT_EQ(value_of(events[4], "train/images_per_s"), 120.0f);
+  EXPECT_EQ(value_of(events[4], "train/lr"), 1e-3f);
   EXPECT_EQ(events[5].step, 8);
-  EXPECT_EQ(tags(events[5]), (std::vector<std::string>{"eval/accuracy", "eval/images_per_s"}));
-  for (const auto& e : events) EXPECT_FALSE(e.session_start);
+  EXPECT_EQ(tags(events[5]), train);
+  EXPECT_EQ(events[6].step, 8);
+  EXPECT_EQ(tags(events[6]), (std::vector<std::string>{"eval/accuracy", "eval/images_per_s"}));
+  for (std::size_t i = 2; i < events.size(); ++i) EXPECT_FALSE(events[i].session_start);
   EXPECT_EQ(captured.text(), "");
   fs::remove_all(dir);
 }
@@ -117,7 +120,7 @@ TEST(TensorBoardLog, IntervalZeroIsEveryStep) {
   TensorBoardLog board(dir.string(), true, seconds(0), captured.log);
   const Clock::time_point t0 = Clock::now();
   for (int step = 1; step <= 5; ++step) board.progress(step, 1, 1, 1, t0);
-  EXPECT_EQ(pets::test::read_events(board.path()).size(), 6u);
+  EXPECT_EQ(pets::test::read_events(board.path()).size(), 7u);
   fs::remove_all(dir);
 }
 
@@ -148,12 +151,26 @@ TEST(TensorBoardLog, AResumedRunMarksItsRestartInANewFile) {
   board.resumed(6);
   board.progress(7, 1, 1, 1);
   EXPECT_NE(board.path(), first_path);
-  EXPECT_EQ(pets::test::read_events(first_path).size(), 2u) << "the earlier file changed";
+  EXPECT_EQ(pets::test::read_events(first_path).size(), 3u) << "the earlier file changed";
   const std::vector<DecodedEvent> events = pets::test::read_events(board.path());
   ASSERT_EQ(events.size(), 3u);
   EXPECT_TRUE(events[1].session_start);
   EXPECT_EQ(events[1].step, 7);
   EXPECT_EQ(events[2].step, 7);
+  EXPECT_FALSE(events[2].session_start);
+  fs::remove_all(dir);
+}
+
+TEST(TensorBoardLog, AResumeAtAnotherRankCountMarksNoStart) {
+  const fs::path dir = fresh_folder("rescaled");
+  CapturedLog captured;
+  TensorBoardLog board(dir.string(), true, seconds(0), captured.log);
+  board.resumed(std::nullopt);
+  board.progress(3, 1, 1, 1);
+  const std::vector<DecodedEvent> events = pets::test::read_events(board.path());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_FALSE(events[1].session_start);
+  EXPECT_EQ(events[1].step, 3);
   fs::remove_all(dir);
 }
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "pets/util/error.hpp"
 #include "event_records.hpp"
+#include "pets/util/error.hpp"
 #include "pets/util/event_file.hpp"
 
 namespace {
@@ -32,8 +32,8 @@ const std::string kScalarsEvent(
     "\x2f\x6c\x6f\x73\x73\x15\x00\x00\x00\x3e\x0a\x14\x0a\x0d\x65\x76\x61\x6c\x2f\x61\x63\x63\x75"
     "\x72\x61\x63\x79\x15\x00\x00\xb7\x42",
     55);
-const std::string kSessionStartEvent(
-    "\x09\x00\x00\x00\x00\x00\x00\x00\x40\x10\x07\x3a\x02\x08\x01", 15);
+const std::string kSessionStartEvent("\x09\x00\x00\x00\x00\x00\x00\x00\x40\x10\x07\x3a\x02\x08\x01",
+                                     15);
 const std::string kScalarsRecord(
     "\x37\x00\x00\x00\x00\x00\x00\x00\xe7\xe8\xca\x59\x09\x00\x00\x10\x40\xfc\x54\xd9\x41\x10\xac"
     "\x02\x2a\x29\x0a\x11\x0a\x0a\x74\x72\x61\x69\x6e\x2f\x6c\x6f\x73\x73\x15\x00\x00\x00\x3e\x0a"
@@ -72,8 +72,9 @@ TEST(Crc32c, MaskedAsTfRecordStoresIt) {
 
 TEST(Events, EncodedAsProtobufDoes) {
   EXPECT_EQ(pets::file_version_event(1.5), kFileVersionEvent);
-  EXPECT_EQ(pets::scalars_event(1700000000.25, 300, {{"train/loss", 0.125f}, {"eval/accuracy", 91.5f}}),
-            kScalarsEvent);
+  EXPECT_EQ(
+      pets::scalars_event(1700000000.25, 300, {{"train/loss", 0.125f}, {"eval/accuracy", 91.5f}}),
+      kScalarsEvent);
   EXPECT_EQ(pets::session_start_event(2.0, 7), kSessionStartEvent);
 }
 

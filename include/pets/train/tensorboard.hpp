@@ -13,8 +13,10 @@
 /// The train/ tags get a point every --progress-interval seconds (0: every step) and at each
 /// epoch's last step, where they hold the epoch's own values (metrics.jsonl's train_loss,
 /// train_images_per_s, lr). Each process writes a new file in DIR (a resumed run too: TensorBoard
-/// reads a folder's files as one run); a resumed run marks its restart (SessionLog START), so
-/// that TensorBoard drops the points a killed run wrote past its last checkpoint.
+/// reads a folder's files as one run) and marks where it starts (SessionLog START at its first
+/// step), so that TensorBoard drops what earlier files hold from that step on: the points a
+/// killed run wrote past its last checkpoint, or all of an earlier run (--overwrite, or DIR
+/// reused) when this one is new. The files themselves are never changed.
 
 #include <chrono>
 #include <cstdint>
@@ -51,7 +53,9 @@ class TensorBoardLog {
   std::string path() const;
 
   /// The run resumed with `steps_done` global steps done: its next step is steps_done + 1.
-  void resumed(std::int64_t steps_done);
+  /// nullopt: resumed at another rank count, whose steps restart on another scale (as the
+  /// schedule's): no start is marked, so nothing earlier is dropped.
+  void resumed(std::optional<std::int64_t> steps_done);
   /// A progress point at `step` when `interval` has passed since the last one (or at the
   /// first call).
   void progress(std::int64_t step, double loss, double images_per_s, double lr,
@@ -70,8 +74,9 @@ class TensorBoardLog {
   RankLog& log_;
   std::unique_ptr<EventFileWriter> writer_;
   std::optional<Clock::time_point> last_progress_;
-  std::optional<std::int64_t> restart_step_;  ///< a resume's START, written with the first point
-  std::int64_t last_train_step_ = -1;         ///< step of the last train/ point written
+  /// The START mark, written with the first point: step 1 for a new run.
+  std::optional<std::int64_t> start_step_ = 1;
+  std::int64_t last_train_step_ = -1;  ///< step of the last train/ point written
 };
 
 }  // namespace pets::train
