@@ -106,6 +106,10 @@ std::vector<Entry> entries(const TrainOptions& o) {
              to_string(o.progress)),
       valued("progress-interval", "seconds between plain progress lines (0: every step)",
              o.progress_interval),
+      unset("tensorboard",
+            "write TensorBoard event files into DIR (loss, accuracy, lr, images/s per epoch and "
+            "every --progress-interval; step: training steps done)",
+            o.tensorboard, "DIR"),
       optional_value("resume",
                      "continue from the latest complete checkpoint in --out; yes (--resume "
                      "alone): there must be one; auto: start a new run when --out holds none",
@@ -202,6 +206,10 @@ TrainOptions to_options(const po::variables_map& vm) {
   if (!std::isfinite(o.progress_interval) || o.progress_interval < 0)
     usage("--progress-interval must be 0 or a positive number of seconds, got " +
           format_number(o.progress_interval));
+  if (vm.count("tensorboard")) {
+    o.tensorboard = vm["tensorboard"].as<std::string>();
+    if (o.tensorboard.empty()) usage("--tensorboard must name a folder");
+  }
   o.resume = parse_resume(vm["resume"].as<std::string>());
   o.overwrite = vm["overwrite"].as<bool>();
   if (o.overwrite && o.resume != ResumeMode::kNo)
@@ -378,6 +386,10 @@ void check_paths(const TrainOptions& options) {
   }
   if (const auto problem = output_folder_problem(options.out))
     usage("--out " + options.out + ": " + *problem);
+  if (!options.tensorboard.empty()) {
+    if (const auto problem = output_folder_problem(options.tensorboard))
+      usage("--tensorboard " + options.tensorboard + ": " + *problem);
+  }
 }
 
 void check_devices(const TrainOptions& options, int cuda_device_count) {

@@ -26,6 +26,7 @@
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/run_folder.hpp"
 #include "pets/train/stop_signal.hpp"
+#include "pets/train/tensorboard.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/train/training_state.hpp"
 #include "pets/train/verify_ranks.hpp"
@@ -80,7 +81,9 @@ class Trainer {
         comm_(mpi),
         switches_(DebugSwitches::from_environment()),
         log_(mpi.rank() == 0, options.progress,
-             std::chrono::duration<double>(options.progress_interval)) {}
+             std::chrono::duration<double>(options.progress_interval)),
+        board_(options.tensorboard, mpi.rank() == 0,
+               std::chrono::duration<double>(options.progress_interval), log_) {}
 
   TrainResult run();
 
@@ -121,6 +124,7 @@ class Trainer {
   comm::Communicator* device_comm_ = &comm_;
   const DebugSwitches switches_;
   RankLog log_;
+  TensorBoardLog board_;  ///< --tensorboard, at the schedule's step count (the global step)
   std::unique_ptr<data::Loader> loader_;
   std::unique_ptr<InputPipeline> input_;  ///< --input: where the loader's images are made
   model::ResNet50d model_{nullptr};
@@ -297,6 +301,9 @@ void Trainer::restore(const TrainingState& state, const std::string& path) {
     agree_on_usage(
         [&] { scaler->restore(state.grad_scaler->scale, state.grad_scaler->growth_tracker); });
   last_lr_ = state.last_lr;
+  // Another rank count restarts the steps on another scale: nothing to mark as redone.
+  board_.resumed(state.world_size == mpi_.size() ? std::optional(state.schedule_steps)
+                                                 : std::nullopt);
   history_ = state.history;
   first_epoch_ = state.epoch;
   // Another rank count splits an epoch into another number of steps: the schedule continues
@@ -338,6 +345,8 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     log_.progress(progress_text(epoch, step + 1, steps, position.images / position.seconds,
                                 position.loss_sum / position.images,
                                 per_step * (steps - step - 1)));
+    board_.progress(step_->schedule().step_count(), position.loss_sum / position.images,
+                    position.images / position.seconds, result.lr);
     if (result.stop) {
       stop_agreed_ = true;
       if (step + 1 < steps) return false;  // at the last step, the evaluation stops at once
@@ -460,6 +469,7 @@ void Trainer::report_epoch(const EpochMetrics& metrics) {
   history_.push_back(metrics);
   log_.result(result_line(metrics));
   log_.note(summary_line(metrics));
+  board_.epoch(step_->schedule().step_count(), metrics);
 }
 
 TrainResult Trainer::run() {

@@ -382,6 +382,24 @@ TEST(TrainOptions, ProgressModeAndInterval) {
   EXPECT_MENTIONS(config, "\nprogress-interval = 2.5\n");
 }
 
+TEST(TrainOptions, TensorBoardFolder) {
+  EXPECT_EQ(parse({"--data", "d"}).options.tensorboard, "");
+  const TrainOptions o = parse({"--data", "d", "--tensorboard", "runs/tb"}).options;
+  EXPECT_EQ(o.tensorboard, "runs/tb");
+  EXPECT_EQ(usage_error({"--data", "d", "--tensorboard", ""}), "--tensorboard must name a folder");
+  EXPECT_MENTIONS(pets::train::train_options_help(), "--tensorboard DIR");
+  // Written to and read from a config file as the other options are; commented out when unset.
+  EXPECT_MENTIONS(pets::train::format_config(TrainOptions{}), "\n# tensorboard = \n");
+  const std::string config = pets::train::format_config(o);
+  EXPECT_MENTIONS(config, "\ntensorboard = runs/tb\n");
+  const std::string path = temp_path("tb.cfg");
+  write_file(path, config);
+  EXPECT_EQ(parse({"--config", path.c_str()}).options.tensorboard, "runs/tb");
+  EXPECT_EQ(parse({"--config", path.c_str(), "--tensorboard", "other"}).options.tensorboard,
+            "other");
+  std::remove(path.c_str());
+}
+
 TEST(TrainOptions, ConfigNamingAFolderIsOneClearError) {
   const std::string folder = ::testing::TempDir();
   EXPECT_EQ(usage_error({"--data", "d", "--config", folder.c_str()}),
@@ -443,6 +461,14 @@ TEST(TrainOptions, PathsAreCheckedBeforeTheRun) {
   EXPECT_EQ(message(), "--out " + file + ": '" + file + "' is a file, not a folder");
   o.out = file + "/run";
   EXPECT_EQ(message(), "--out " + file + "/run: '" + file + "' is a file, not a folder");
+  o.out = temp_path("run");
+  o.tensorboard = temp_path("tb");
+  EXPECT_NO_THROW(pets::train::check_paths(o));
+  EXPECT_NE(access(o.tensorboard.c_str(), F_OK), 0) << "the check made --tensorboard";
+  o.tensorboard = file;
+  EXPECT_EQ(message(), "--tensorboard " + file + ": '" + file + "' is a file, not a folder");
+  o.tensorboard = file + "/tb";
+  EXPECT_EQ(message(), "--tensorboard " + file + "/tb: '" + file + "' is a file, not a folder");
   std::remove(data.c_str());
   std::remove(file.c_str());
 }

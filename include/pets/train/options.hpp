@@ -46,7 +46,8 @@ struct TrainOptions {
   std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
   ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
   double progress_interval = 30;                ///< seconds between progress lines (kLines)
-  ResumeMode resume = ResumeMode::kNo;          ///< continue from the latest checkpoint in `out`
+  std::string tensorboard;  ///< folder for TensorBoard event files (rank 0); empty: none
+  ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
   bool overwrite = false;    ///< start afresh in an `out` that holds a run, removing its files
   std::string config;        ///< the --config file read, if any (informational)
   std::string write_config;  ///< --write-config target; the program writes it and stops
@@ -86,8 +87,8 @@ std::string format_config(const TrainOptions& options);
 void write_config_file(const TrainOptions& options, const std::string& path);
 
 /// The checks of the paths the options name, made at start (before the model is built):
-/// --data and --pretrained readable files, not folders; --out a folder that exists or can be
-/// made and that takes new files (tried for real, leaving nothing behind). Throws
+/// --data and --pretrained readable files, not folders; --out and --tensorboard folders that
+/// exist or can be made and that take new files (tried for real, leaving nothing behind). Throws
 /// pets::UsageError naming the option.
 void check_paths(const TrainOptions& options);
 
