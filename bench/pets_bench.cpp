@@ -78,6 +78,7 @@ struct Config {
   int loader_workers = 1;  // what pets_train gives each rank
   int loader_world = 2;
   int loader_epochs = 2;
+  std::vector<int> loader_sweep = {1, 2, 4};  // worker counts of the scaling figures
   // end to end
   bool e2e = true;
   bool loader_only = false;  // section 4 alone (no --check: the other sections are missing)
@@ -433,10 +434,10 @@ json loader_bench(const Config& c, const std::string& store) {
   out["batch"] = lo.train_batch;
   out["image_size"] = c.image_size;
   out["epochs"] = c.loader_epochs;
-  // Scaling with threads: 1, 2, 4 workers. Wall-clock figures need as many idle cores; the CPU
+  // Scaling with threads (--loader-sweep). Wall-clock figures need as many idle cores; the CPU
   // clock's images_per_cpu_s and the lock's share do not.
   json sweep = json::array();
-  for (const int workers : {1, 2, 4}) {
+  for (const int workers : c.loader_sweep) {
     lo.workers = workers;
     sweep.push_back(pets::bench::measure_loader(lo, c.loader_epochs));
   }
@@ -450,6 +451,13 @@ json loader_bench(const Config& c, const std::string& store) {
   json staging = pets::bench::measure_loader(lo, c.loader_epochs);
   staging["what"] = "read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
   staging["pinned"] = device.is_cuda();
+  // The staging path's scaling: the workers a GPU's rank can be given.
+  json staging_sweep = json::array();
+  for (const int workers : c.loader_sweep) {
+    lo.workers = workers;
+    staging_sweep.push_back(pets::bench::measure_loader(lo, c.loader_epochs));
+  }
+  staging["workers_sweep"] = staging_sweep;
   out["staging"] = staging;
   // CPU cores one GPU needs at a given step rate: rate / images_per_cpu_s, for the published
   // A100/V100 mixed-precision ResNet-50 training rate of about 2,500 images/s.
@@ -569,7 +577,8 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
       {"np2_bf16", {2, false, "--mixed-precision bf16"}},
       {"np1", {1, true, ""}},
       {"np1_bf16", {1, true, "--mixed-precision bf16"}},
-      {"np1_fp16", {1, true, "--mixed-precision fp16"}}};
+      {"np1_fp16", {1, true, "--mixed-precision fp16"}},
+      {"np1_bf16_bn_eval", {1, true, "--mixed-precision bf16 --bn-mode eval"}}};
   return kinds;
 }
 
@@ -630,6 +639,10 @@ void print_measurements(const json& r) {
         100 * w["lock_held_share"].get<double>());
   row("%-34s %12.1f   per CPU-s %8.1f", "GPU path staging images/s",
       ld["staging"]["images_per_s"].get<double>(), ld["staging"]["images_per_cpu_s"].get<double>());
+  for (const auto& w : ld["staging"].value("workers_sweep", json::array()))
+    row("%-34s %12.1f   per CPU-s %8.1f",
+        ("  " + std::to_string(w["workers"].get<int>()) + " workers, images/s").c_str(),
+        w["images_per_s"].get<double>(), w["images_per_cpu_s"].get<double>());
   row("%-34s %12.2f %12.2f", "cores for 2500 img/s (cpu, device)",
       ld["cores_for_2500_img_s"]["cpu_path"].get<double>(),
       ld["cores_for_2500_img_s"]["device_path_staging"].get<double>());
@@ -689,7 +702,7 @@ int check_report(const std::string& path) {
                         "/loader/images",
                         "/loader/images_per_cpu_s",
                         "/loader/workers_sweep/0/images_per_cpu_s",
-                        "/loader/workers_sweep/2/images_per_s",
+                        "/loader/workers_sweep/0/images_per_s",
                         "/loader/staging/images_per_cpu_s",
                         "/loader/cores_for_2500_img_s/cpu_path",
                         "/loader/cores_for_2500_img_s/device_path_staging"})
@@ -735,12 +748,13 @@ const char* kHelp =
     "  --roof-batch N --roof-channels N --roof-size N   roofline conv [8, 256, 56]\n"
     "  --min-seconds S --min-iters N                    per measurement [3, 3]\n"
     "  --loader-workers N --loader-world N --loader-epochs N   [1, 2, 2]\n"
+    "  --loader-sweep LIST    worker counts of the loader's scaling figures [1,2,4]\n"
     "  --no-e2e  --e2e-bf16   skip the pets_train runs / add a bf16 one\n"
     "  --loader-only          section 4 alone (a report --check refuses)\n"
     "  --e2e-only             the data and the pets_train runs alone\n"
     "  --device cpu|cuda      where sections 1 and 3 run (cuda adds fp16) [cpu]\n"
     "  --e2e-runs LIST        pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1\n"
-    "                         np1_bf16 np1_fp16 [np2,np2_bn_eval,np1_threads2]\n"
+    "                         np1_bf16 np1_fp16 np1_bf16_bn_eval [np2,np2_bn_eval,np1_threads2]\n"
     "  --e2e-args 'ARGS'      added to every pets_train run, e.g. '--device cuda' ['']\n"
     "  --preprocess-np N      ranks of pets_preprocess for the synthesised set [2]\n"
     "  --data FILE            use this store instead of synthesising one\n"
@@ -818,7 +832,23 @@ Config parse(int argc, char** argv) {
       c.loader_workers = integer();
     else if (o == "--loader-world")
       c.loader_world = integer();
-    else if (o == "--loader-epochs")
+    else if (o == "--loader-sweep") {
+      const std::string list = value();
+      c.loader_sweep.clear();
+      std::stringstream in(list);
+      for (std::string item; std::getline(in, item, ',');) {
+        int n = 0;
+        try {
+          size_t used = 0;
+          n = std::stoi(item, &used);
+          if (used != item.size()) n = 0;
+        } catch (const std::exception&) {
+        }
+        if (n < 1) usage("--loader-sweep needs worker counts of at least 1, got '" + list + "'");
+        c.loader_sweep.push_back(n);
+      }
+      if (c.loader_sweep.empty()) usage("--loader-sweep needs at least one worker count");
+    } else if (o == "--loader-epochs")
       c.loader_epochs = integer();
     else if (o == "--no-e2e")
       c.e2e = false;

@@ -44,6 +44,12 @@ done
 for part in gpu train_fp32 train_fp16 train_bf16 train_determinism; do
   check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU"
 done
+# The Python side's scripts run too (tiny sizes on the CPU); the tutorial's needs torchvision.
+check_eq torch_ceilings "$(status_of "$report" torch_ceilings)" passed
+case "$(status_of "$report" tutorial_5_epochs)" in
+  passed | "skipped: "*" has no torchvision or PIL") ;;
+  *) fail "tutorial_5_epochs: $(status_of "$report" tutorial_5_epochs)" ;;
+esac
 check_eq harness_end_to_end "$(status_of "$report" harness_end_to_end)" \
   "passed on the CPU (no GPU: the GPU runs skipped)"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["targets"]; sys.exit(0 if list(t) == ["not_measured"] else 1)' \

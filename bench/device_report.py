@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The device check's one JSON report, from the parts bench/device_check.sh wrote (one JSON file
+each: name, status, seconds, figures, log tail), with the GPU targets read from those figures:
+
+  e2e_*          pets_train end to end (np1_bf16, batch 128, train-mode BN): every epoch after the
+                 first at least 16,000 training images/s, the first at least 90 % of that, the
+                 loader's wait at most 2 % in every epoch; the --bn-mode eval run at least 20,000
+  step_*         the model-only step: bf16 at least 16,000 images/s, and no slower than fp16
+  folded_*       evaluation, which always runs folded, at least 25,000 images/s end to end
+  whole_job_*    pets_preprocess plus the 5-epoch pets_train, start-up included, at most a fifth
+                 of the tutorial's 5-epoch job on the same images
+  *_over_*       pets_train against the node's own PyTorch ceilings of the same run
+
+A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
+
+usage: bench/device_report.py PARTS_DIR OUT_JSON SECONDS SCRIPT_STATUS
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def get(d, *path):
+    for key in path:
+        if isinstance(d, dict) and key in d:
+            d = d[key]
+        elif isinstance(d, list) and isinstance(key, int) and -len(d) <= key < len(d):
+            d = d[key]
+        else:
+            return None
+    return d
+
+
+def epoch_figures(run):
+    """Per-epoch training images/s and loader wait shares of one end-to-end run."""
+    epochs = get(run, "per_epoch") or []
+    return ([e.get("train_images_per_s") for e in epochs], [e.get("loader_wait_share") for e in epochs])
+
+
+def targets_of(by):
+    m = get(by, "harness_measure", "figures") or {}
+    e = get(by, "harness_end_to_end", "figures") or {}
+    if m.get("device") != "cuda":
+        return {"not_measured": "no GPU: the targets are GPU figures"}
+    t = {}
+    runs = get(e, "end_to_end", "runs") or {}
+    rates, waits = epoch_figures(runs.get("np1_bf16"))
+    if len(rates) >= 2 and None not in rates:
+        steady = rates[1:]
+        t["e2e_bf16_images_per_s_by_epoch"] = rates
+        t["e2e_bf16_steady_min"] = min(steady)
+        t["e2e_bf16_steady_at_least_16000"] = min(steady) >= 16000
+        t["e2e_bf16_first_over_steady"] = rates[0] / statistics.median(steady)
+        t["e2e_bf16_first_at_least_90_percent"] = t["e2e_bf16_first_over_steady"] >= 0.9
+    if waits and None not in waits:
+        t["loader_wait_share_by_epoch"] = waits
+        t["loader_wait_at_most_2_percent_every_epoch"] = max(waits) <= 0.02
+    eval_rates, _ = epoch_figures(runs.get("np1_bf16_bn_eval"))
+    if len(eval_rates) >= 2 and None not in eval_rates:
+        t["e2e_bn_eval_steady_min"] = min(eval_rates[1:])
+        t["e2e_bn_eval_at_least_20000"] = min(eval_rates[1:]) >= 20000
+    folded = get(runs, "np1_bf16", "eval_images_per_s")
+    if folded:
+        t["folded_evaluation_images_per_s"] = folded
+        t["folded_evaluation_at_least_25000"] = folded >= 25000
+    bf16, fp16 = get(m, "model_step", "bf16", "images_per_s"), get(m, "model_step", "fp16", "images_per_s")
+    if bf16:
+        t["step_bf16_images_per_s"] = bf16
+        t["step_bf16_at_least_16000"] = bf16 >= 16000
+    if bf16 and fp16:
+        t["step_bf16_no_slower_than_fp16"] = bf16 >= fp16
+    ceilings = get(by, "torch_ceilings", "figures", "measurements") or {}
+    compiled = get(ceilings, "step_bf16_compiled", "images_per_s")
+    if compiled and bf16:
+        t["step_bf16_over_compiled_step"] = bf16 / compiled
+    if compiled and len(rates) >= 2 and None not in rates:
+        t["e2e_bf16_steady_over_compiled_step"] = min(rates[1:]) / compiled
+    forward = get(ceilings, "forward_bf16_compiled", "images_per_s")
+    if forward and folded:
+        t["folded_evaluation_over_compiled_forward"] = folded / forward
+    prep = get(by, "harness_data", "figures", "preprocess_seconds")
+    train_wall = get(runs, "np1_bf16", "wall_seconds")
+    tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")
+    if prep and train_wall and get(runs, "np1_bf16", "epochs") == 5:
+        t["whole_job_seconds"] = prep + train_wall
+        if tutorial:
+            t["tutorial_job_seconds"] = tutorial
+            t["whole_job_over_tutorial"] = (prep + train_wall) / tutorial
+            t["whole_job_at_most_a_fifth"] = (prep + train_wall) / tutorial <= 0.2
+    return t
+
+
+def main():
+    if len(sys.argv) != 5:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    parts_dir, out, secs, rc = sys.argv[1:5]
+    parts = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(parts_dir, "*.json")))]
+    by = {p["name"]: p for p in parts}
+    targets = targets_of(by)
+    report = {"schema": "pets_device_check/2", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "seconds": int(secs), "script_status": int(rc),
+              "summary": {p["name"]: p["status"] for p in parts}, "targets": targets, "parts": parts}
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, out)
+    print("device_check: report " + out, file=sys.stderr)
+    for p in parts:
+        print(f"  {p['name']:<24} {p['status']}", file=sys.stderr)
+    for k, v in targets.items():
+        print(f"  target {k}: {v}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

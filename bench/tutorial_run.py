@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The Python tutorial's whole 5-epoch job, timed on the same images as pets_train: the job
+pets_train is compared with (the tutorial's code in ../shared/reference/ of the project's
+documentation: timm's resnet50d with a frozen backbone, PIL decoding in a DataLoader of 4
+workers, RandomResizedCrop / Resize to 224, Adam with OneCycle, mixed precision through
+Accelerate, accuracy printed as `epoch N: XX.XX`).
+
+Two deliberate differences, both the project's too: no pretrained weights are downloaded (the node
+is offline; the speed does not depend on the weights), and the evaluation split is the held-out
+20 % (the tutorial's `eval_split = random_perm[:cut]` evaluates on training images).
+
+Without Accelerate the loop runs in plain PyTorch (autocast, and GradScaler for fp16), which is
+what Accelerate does on one process; without timm the model is bench/python_step.py's. Writes a
+JSON report: wall seconds from start to the last epoch's line (imports included), per epoch the
+training and evaluation seconds and images/s.
+
+usage: bench/tutorial_run.py --images DIR [--epochs 5] [--batch-size 64] [--workers 4]
+       [--mixed-precision fp16|bf16|no] [--image-size 224] [--seed 42] [--report FILE]
+"""
+import time
+
+START = time.perf_counter()
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+
+import PIL.Image  # noqa: E402
+import torch  # noqa: E402
+from torch.optim.lr_scheduler import OneCycleLR  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torchvision.transforms import Compose, RandomResizedCrop, Resize, ToTensor  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def extract_label(fname):
+    return re.search(r"^(.*)_\d+\.jpg$", os.path.basename(fname)).groups()[0]
+
+
+class PetsDataset(Dataset):
+    def __init__(self, file_names, image_transform, label_to_id):
+        self.file_names, self.image_transform, self.label_to_id = file_names, image_transform, label_to_id
+
+    def __len__(self):
+        return len(self.file_names)
+
+    def __getitem__(self, idx):
+        fname = self.file_names[idx]
+        image = self.image_transform(PIL.Image.open(fname).convert("RGB"))
+        return {"image": image, "label": self.label_to_id[extract_label(fname)]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--images", required=True)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--mixed-precision", default="fp16", choices=["fp16", "bf16", "no"])
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--report", default="")
+    a = p.parse_args()
+
+    fnames = sorted(os.path.join(a.images, f) for f in os.listdir(a.images) if f.endswith(".jpg"))
+    if not fnames:
+        p.error(a.images + ": no .jpg files")
+    id_to_label = sorted(set(extract_label(f) for f in fnames))
+    label_to_id = {lbl: i for i, lbl in enumerate(id_to_label)}
+    try:
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        set_seed(a.seed)
+        accelerator = Accelerator(mixed_precision=a.mixed_precision)
+        device, runner = accelerator.device, "accelerate"
+    except ImportError:
+        accelerator, runner = None, "torch"
+        torch.manual_seed(a.seed)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    random_perm = torch.randperm(len(fnames)).tolist()  # the tutorial: numpy's permutation
+    cut = int(0.8 * len(fnames))
+    train_split, eval_split = random_perm[:cut], random_perm[cut:]
+    size = (a.image_size, a.image_size)
+    train_ds = PetsDataset([fnames[i] for i in train_split],
+                           Compose([RandomResizedCrop(size, scale=(0.5, 1.0)), ToTensor()]), label_to_id)
+    eval_ds = PetsDataset([fnames[i] for i in eval_split], Compose([Resize(size), ToTensor()]), label_to_id)
+    train_dl = DataLoader(train_ds, shuffle=True, batch_size=a.batch_size, num_workers=a.workers)
+    eval_dl = DataLoader(eval_ds, shuffle=False, batch_size=a.batch_size * 2, num_workers=a.workers)
+
+    try:
+        from timm import create_model
+
+        model, source = create_model("resnet50d", pretrained=False, num_classes=len(label_to_id)), "timm"
+    except ImportError:
+        sys.path.insert(0, HERE)
+        from python_step import ResNet50d
+
+        model, source = ResNet50d(len(label_to_id)), "bench/python_step.py"
+    for param in model.parameters():
+        param.requires_grad = False
+    for param in model.fc.parameters():
+        param.requires_grad = True
+    mean = torch.tensor([0.485, 0.456, 0.406])[None, :, None, None].to(device)
+    std = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None].to(device)
+    optimizer = torch.optim.Adam(params=model.parameters(), lr=3e-2 / 25)
+    lr_scheduler = OneCycleLR(optimizer=optimizer, max_lr=3e-2, epochs=a.epochs, steps_per_epoch=len(train_dl))
+    if accelerator is not None:
+        model, optimizer, train_dl, eval_dl, lr_scheduler = accelerator.prepare(
+            model, optimizer, train_dl, eval_dl, lr_scheduler)
+        autocast = contextlib.nullcontext()  # Accelerate wraps the forward in autocast itself
+        scaler = None
+    else:
+        model = model.to(device)
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "no": torch.float32}[a.mixed_precision]
+        autocast = torch.autocast(device.type, dtype=dtype, enabled=a.mixed_precision != "no")
+        scaler = torch.amp.GradScaler(device.type, enabled=a.mixed_precision == "fp16")
+
+    epochs = []
+    for epoch in range(a.epochs):
+        t = time.perf_counter()
+        model.train()
+        n_train = 0
+        for batch in train_dl:
+            image, label = batch["image"].to(device), batch["label"].to(device)
+            with autocast:
+                outputs = model((image - mean) / std)
+            loss = torch.nn.functional.cross_entropy(outputs.float(), label)
+            if accelerator is not None:
+                accelerator.backward(loss)
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            n_train += label.shape[0]
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        train_s = time.perf_counter() - t
+        t = time.perf_counter()
+        model.eval()
+        accurate = num_elems = 0
+        for batch in eval_dl:
+            image, label = batch["image"].to(device), batch["label"].to(device)
+            with torch.no_grad(), autocast:
+                predictions = model((image - mean) / std).argmax(dim=-1)
+            if accelerator is not None:
+                predictions, label = accelerator.gather(predictions), accelerator.gather(label)
+            accurate_preds = predictions == label
+            num_elems += accurate_preds.shape[0]
+            accurate += int(accurate_preds.long().sum())
+        eval_s = time.perf_counter() - t
+        print(f"epoch {epoch}: {100 * accurate / num_elems:.2f}", flush=True)
+        epochs.append({"epoch": epoch, "train_seconds": train_s, "train_images_per_s": n_train / train_s,
+                       "eval_seconds": eval_s, "eval_images_per_s": num_elems / eval_s,
+                       "accuracy": accurate / num_elems})
+    report = {"runner": runner, "model": source, "torch": torch.__version__, "device": str(device),
+              "images": len(fnames), "epochs": epochs, "batch_size": a.batch_size, "workers": a.workers,
+              "mixed_precision": a.mixed_precision, "wall_seconds": time.perf_counter() - START}
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f, indent=1)
+    print(json.dumps({k: v for k, v in report.items() if k != "epochs"}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

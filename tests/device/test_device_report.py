@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/device_report.py's targets, from parts written as bench/device_check.sh writes them: a
+GPU run meeting every target, one missing several, a run without a GPU (no target claimed), and
+a report missing figures (those targets absent, never guessed)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPORT = sys.argv[1]  # bench/device_report.py
+
+
+def run_report(parts):
+    with tempfile.TemporaryDirectory() as d:
+        pdir = os.path.join(d, "parts")
+        os.mkdir(pdir)
+        for i, (name, figures) in enumerate(parts.items()):
+            with open(os.path.join(pdir, f"{i:02d}_{name}.json"), "w") as f:
+                json.dump({"name": name, "status": "passed", "seconds": 1, "figures": figures,
+                           "log_tail": ""}, f)
+        out = os.path.join(d, "report.json")
+        subprocess.run([sys.executable, REPORT, pdir, out, "10", "0"], check=True,
+                       stderr=subprocess.DEVNULL)
+        return json.load(open(out))
+
+
+def gpu_parts(e2e_rates, waits, bn_eval_rates, eval_rate, step_bf16, step_fp16, prep, wall, tutorial):
+    def run(rates, w, wall_s):
+        return {"epochs": len(rates), "wall_seconds": wall_s, "eval_images_per_s": eval_rate,
+                "per_epoch": [{"train_images_per_s": r, "loader_wait_share": x} for r, x in zip(rates, w)]}
+    return {
+        "harness_data": {"preprocess_seconds": prep},
+        "harness_measure": {"device": "cuda", "model_step": {"bf16": {"images_per_s": step_bf16},
+                                                             "fp16": {"images_per_s": step_fp16}}},
+        "harness_end_to_end": {"end_to_end": {"runs": {
+            "np1_bf16": run(e2e_rates, waits, wall),
+            "np1_bf16_bn_eval": run(bn_eval_rates, waits, wall)}}},
+        "tutorial_5_epochs": {"wall_seconds": tutorial},
+        "torch_ceilings": {"measurements": {"step_bf16_compiled": {"images_per_s": 15700.0},
+                                            "forward_bf16_compiled": {"images_per_s": 24200.0}}},
+    }
+
+
+failures = []
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got!r}, want {want!r}")
+
+
+good = run_report(gpu_parts([15500, 16500, 17000, 16800, 16900], [0.01] * 5, [19000, 21000, 22000, 21000, 21000],
+                            26000, 16200, 15000, 10, 20, 300))["targets"]
+for key in ["e2e_bf16_steady_at_least_16000", "e2e_bf16_first_at_least_90_percent",
+            "loader_wait_at_most_2_percent_every_epoch", "e2e_bn_eval_at_least_20000",
+            "folded_evaluation_at_least_25000", "step_bf16_at_least_16000", "step_bf16_no_slower_than_fp16",
+            "whole_job_at_most_a_fifth"]:
+    expect("good: " + key, good.get(key), True)
+expect("good: whole job", good.get("whole_job_seconds"), 30)
+expect("good: first over steady", round(good.get("e2e_bf16_first_over_steady", 0), 4), round(15500 / 16850, 4))
+
+bad = run_report(gpu_parts([2650, 5500, 5600, 5400, 5500], [0.3, 0.26, 0.38, 0.3, 0.3], [6900, 7500, 7000, 7100, 7200],
+                           13000, 8300, 12000, 40, 45, 300))["targets"]
+for key in ["e2e_bf16_steady_at_least_16000", "e2e_bf16_first_at_least_90_percent",
+            "loader_wait_at_most_2_percent_every_epoch", "e2e_bn_eval_at_least_20000",
+            "folded_evaluation_at_least_25000", "step_bf16_at_least_16000", "step_bf16_no_slower_than_fp16",
+            "whole_job_at_most_a_fifth"]:
+    expect("bad: " + key, bad.get(key), False)
+
+cpu = gpu_parts([1, 2], [0, 0], [1, 2], 1, 1, 1, 1, 1, 1)
+cpu["harness_measure"]["device"] = "cpu"
+expect("no GPU", list(run_report(cpu)["targets"]), ["not_measured"])
+
+partial = gpu_parts([15000, 16500, 17000], [0.01] * 3, [1, 2], 26000, 16200, 15000, 10, 20, 300)
+del partial["tutorial_5_epochs"], partial["harness_measure"]["model_step"]["fp16"]
+t = run_report(partial)["targets"]
+expect("partial: no tutorial, no whole-job verdict", "whole_job_at_most_a_fifth" in t, False)
+expect("partial: 3 epochs are not the 5-epoch job", "whole_job_seconds" in t, False)
+expect("partial: no fp16, no comparison", "step_bf16_no_slower_than_fp16" in t, False)
+expect("partial: the steady figure still judged", t.get("e2e_bf16_steady_at_least_16000"), True)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("device_report: targets judged as expected in 4 reports")
