@@ -6,13 +6,15 @@
 ///
 ///   loader_bench --data FILE [--workers 1,2,4] [--world 2] [--rank 0] [--epochs 1]
 ///                [--batch 64] [--image-size 224] [--output pixels|crops|both] [--split train|eval]
-///                [--check-first 0|1] [--verify-ahead 0|1] [--malloc retain|default]
+///                [--check-first 0|1] [--verify-ahead 0|1] [--wait-for-check 0|1]
+///                [--malloc retain|default]
 ///
 /// --check-first 1 reads every image of the split once before each measurement, so that every
 /// pixel chunk's checksum is checked (Store::read_crop) before the clocks start: the figures of
 /// a long run after its first pass over the store. 0 (the default) measures the first epochs of
 /// a process, checks included. --verify-ahead 0 turns the loader's background check of the chunks
-/// off (LoaderOptions::verify_ahead; on by default, as in pets_train). --malloc default keeps
+/// off (LoaderOptions::verify_ahead; on by default, as in pets_train); --wait-for-check 1 lets it
+/// end before the clocks start (pets_train's start-up outlasts it). --malloc default keeps
 /// glibc's allocator settings instead of pets::retain_freed_memory(), which pets_train sets.
 
 #include <cstdio>
@@ -49,6 +51,7 @@ int run(int argc, char** argv) {
   int epochs = 1;
   bool check_first = false;
   bool retain = true;
+  bool wait_for_check = false;
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
     if (i + 1 >= argc) usage(o + " needs a value");
@@ -84,6 +87,9 @@ int run(int argc, char** argv) {
     } else if (o == "--verify-ahead") {
       if (v != "0" && v != "1") usage("--verify-ahead must be 0 or 1");
       lo.verify_ahead = v == "1";
+    } else if (o == "--wait-for-check") {
+      if (v != "0" && v != "1") usage("--wait-for-check must be 0 or 1");
+      wait_for_check = v == "1";
     } else if (o == "--malloc") {
       if (v != "retain" && v != "default") usage("--malloc must be retain or default");
       retain = v == "retain";
@@ -101,7 +107,7 @@ int run(int argc, char** argv) {
     for (const int w : workers) {
       lo.workers = w;
       lo.output = output;
-      runs.push_back(pets::bench::measure_loader(lo, epochs, kind, check_first));
+      runs.push_back(pets::bench::measure_loader(lo, epochs, kind, check_first, wait_for_check));
       const auto& r = runs.back();
       const auto steady = r["steady"].is_null() ? r["first_epoch"] : r["steady"];
       std::fprintf(
@@ -125,6 +131,7 @@ int run(int argc, char** argv) {
                               {"epochs", epochs},
                               {"check_first", check_first},
                               {"verify_ahead", lo.verify_ahead},
+                              {"wait_for_check", wait_for_check},
                               {"malloc", retain ? "retain" : "default"},
                               {"runs", runs}}
                    .dump(2)

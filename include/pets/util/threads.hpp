@@ -31,8 +31,9 @@ ThreadChoice choose_threads(int requested, int cores, int online, int local_rank
 ThreadChoice choose_threads(int requested, int local_ranks);
 
 /// The most loader worker threads loader_workers gives a rank: each builds one batch at a time
-/// and holds it (page-locked on a GPU) until the step takes it; four read crops several times
-/// faster than one GPU steps (bench/RESULTS.md, "Staging without copies to spare").
+/// and holds it (page-locked on a GPU) until the step takes it. At the staging path's 38-48 us of
+/// CPU per image on the 2-core test machine (bench/RESULTS.md, "The staging path's CPU per
+/// image"), four would read some 80,000 crops/s: several times a GPU's step rate.
 constexpr int kMaxLoaderWorkers = 4;
 
 /// Loader worker threads for a rank that owns `cores` cores (choose_threads' count) with its
