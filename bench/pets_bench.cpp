@@ -418,6 +418,8 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
 // ---- 4. loader -----------------------------------------------------------------------------
 
 json loader_bench(const Config& c, const std::string& store) {
+  // What pets_train sets before its loader (a no-op when section 3 set it already).
+  PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
   pets::data::LoaderOptions lo;
   lo.path = store;
   lo.rank = 0;
@@ -451,13 +453,23 @@ json loader_bench(const Config& c, const std::string& store) {
   json staging = pets::bench::measure_loader(lo, c.loader_epochs);
   staging["what"] = "read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
   staging["pinned"] = device.is_cuda();
-  // The staging path's scaling: the workers a GPU's rank can be given.
+  // Its scaling with threads, in this run (--loader-sweep: the workers a GPU's rank can be
+  // given), and the wall-clock ratio of 2 workers to 1 over their epochs after the first (all of
+  // them with one epoch) when the sweep has both.
   json staging_sweep = json::array();
   for (const int workers : c.loader_sweep) {
     lo.workers = workers;
     staging_sweep.push_back(pets::bench::measure_loader(lo, c.loader_epochs));
   }
+  const auto later_rate = [](const json& m) {
+    return (m["steady"].is_null() ? m : m["steady"])["images_per_s"].get<double>();
+  };
   staging["workers_sweep"] = staging_sweep;
+  const auto one = std::find(c.loader_sweep.begin(), c.loader_sweep.end(), 1);
+  const auto two = std::find(c.loader_sweep.begin(), c.loader_sweep.end(), 2);
+  if (one != c.loader_sweep.end() && two != c.loader_sweep.end())
+    staging["two_workers_speedup"] = later_rate(staging_sweep[two - c.loader_sweep.begin()]) /
+                                     later_rate(staging_sweep[one - c.loader_sweep.begin()]);
   out["staging"] = staging;
   // CPU cores one GPU needs at a given step rate: rate / images_per_cpu_s, for the published
   // A100/V100 mixed-precision ResNet-50 training rate of about 2,500 images/s.
@@ -637,12 +649,19 @@ void print_measurements(const json& r) {
         ("  " + std::to_string(w["workers"].get<int>()) + " workers, images/s").c_str(),
         w["images_per_s"].get<double>(), w["images_per_cpu_s"].get<double>(),
         100 * w["lock_held_share"].get<double>());
+  const auto& st = ld["staging"];
   row("%-34s %12.1f   per CPU-s %8.1f", "GPU path staging images/s",
-      ld["staging"]["images_per_s"].get<double>(), ld["staging"]["images_per_cpu_s"].get<double>());
-  for (const auto& w : ld["staging"].value("workers_sweep", json::array()))
+      st["images_per_s"].get<double>(), st["images_per_cpu_s"].get<double>());
+  const auto& st_later = st["steady"].is_null() ? st["first_epoch"] : st["steady"];
+  row("%-34s %12.1f   after it %8.1f", "  loader CPU us/image, first epoch",
+      st["first_epoch"]["loader_cpu_us_per_image"].get<double>(),
+      st_later["loader_cpu_us_per_image"].get<double>());
+  for (const auto& w : st["workers_sweep"])
     row("%-34s %12.1f   per CPU-s %8.1f",
         ("  " + std::to_string(w["workers"].get<int>()) + " workers, images/s").c_str(),
         w["images_per_s"].get<double>(), w["images_per_cpu_s"].get<double>());
+  if (st.contains("two_workers_speedup"))
+    row("%-34s %12.2f", "  2 workers / 1, images/s", st["two_workers_speedup"].get<double>());
   row("%-34s %12.2f %12.2f", "cores for 2500 img/s (cpu, device)",
       ld["cores_for_2500_img_s"]["cpu_path"].get<double>(),
       ld["cores_for_2500_img_s"]["device_path_staging"].get<double>());

@@ -22,9 +22,37 @@ Loader::Loader(LoaderOptions options) : options_(std::move(options)) {
       options_.workers < 1 || options_.prefetch < 1)
     throw UsageError("loader: batch sizes, image size, workers and prefetch must be positive");
   store_ = std::make_unique<Store>(options_.path);
+  if (options_.verify_ahead) verifier_ = std::thread([this] { verify_chunks(); });
 }
 
-Loader::~Loader() { stop(); }
+Loader::~Loader() {
+  stop();
+  verify_stop_.store(true, std::memory_order_relaxed);
+  finish_verifying();
+}
+
+void Loader::verify_chunks() {
+  // Train: every image (the epochs' orders cover the split), in file order; eval: this rank's
+  // share, the same every epoch.
+  try {
+    std::vector<std::int64_t> images(
+        static_cast<std::size_t>(store_->split(SplitKind::kTrain).size()));
+    for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::int64_t>(i);
+    store_->verify_ahead(SplitKind::kTrain, images, verify_stop_);
+    images.clear();
+    for (std::int64_t s = 0; s < steps_per_epoch(SplitKind::kEval); ++s) {
+      const std::vector<std::int64_t> share = step_indices(SplitKind::kEval, 0, s);
+      images.insert(images.end(), share.begin(), share.end());
+    }
+    store_->verify_ahead(SplitKind::kEval, images, verify_stop_);
+  } catch (...) {
+    // Nothing is lost: each read checks its chunks itself and reports what is wrong.
+  }
+}
+
+void Loader::finish_verifying() {
+  if (verifier_.joinable()) verifier_.join();
+}
 
 std::int64_t Loader::steps_per_epoch(SplitKind kind) const {
   const std::int64_t n = store_->split(kind).size();
@@ -100,8 +128,10 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
       b.crops = options_.allocate_staging(bytes);
       PETS_CHECK(b.crops.data != nullptr || bytes == 0, "loader: staging allocation failed");
     } else {
-      auto owner = std::make_shared<std::vector<std::uint8_t>>(bytes);
-      b.crops.data = owner->data();
+      // Not zeroed: every byte is a crop's.
+      std::shared_ptr<std::uint8_t> owner(new std::uint8_t[bytes],
+                                          std::default_delete<std::uint8_t[]>());
+      b.crops.data = owner.get();
       b.crops.owner = std::move(owner);
     }
     for (std::size_t k = 0; k < b.boxes.size(); ++k)
@@ -154,10 +184,12 @@ void Loader::worker_loop() {
     std::int64_t step = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // Bounded queue: build at most `prefetch` batches ahead of the consumer.
-      cv_.wait(lock, [this] {
-        return stopping_ || (next_to_build_ < total_steps_ &&
-                             next_to_build_ < next_to_deliver_ + options_.prefetch);
+      // Bounded queue: build at most `prefetch` batches ahead of the consumer (and no fewer
+      // than there are workers, which would leave some idle).
+      const std::int64_t ahead = std::max(options_.prefetch, options_.workers);
+      cv_.wait(lock, [this, ahead] {
+        return stopping_ ||
+               (next_to_build_ < total_steps_ && next_to_build_ < next_to_deliver_ + ahead);
       });
       if (stopping_) return;
       step = next_to_build_++;

@@ -195,7 +195,7 @@ void Trainer::setup() {
   lo.train_batch = options_.batch_size;
   lo.eval_batch = options_.eval_batch_size;
   lo.seed = options_.seed;
-  lo.workers = 1;  // one rank per core: a second decode thread would take the model's core
+  lo.workers = loader_workers(device_.is_cuda(), threads.threads);
   lo.prefetch = 3;
   const bool device_input = use_device_input(options_.input, device_);
   configure_loader(lo, device_input, device_);

@@ -39,4 +39,9 @@ ThreadChoice choose_threads(int requested, int local_ranks) {
   return choose_threads(requested, affinity_cpu_count(), online_cpu_count(), local_ranks);
 }
 
+int loader_workers(bool model_on_gpu, int cores) {
+  if (!model_on_gpu) return 1;
+  return std::clamp(cores - 1, 1, kMaxLoaderWorkers);
+}
+
 }  // namespace pets

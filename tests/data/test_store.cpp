@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "data_test_util.hpp"
 #include "pets/data/augment.hpp"
@@ -889,4 +890,103 @@ TEST_F(BadStore, LoaderCropsAreTheCpuPathsBoxes) {
   EXPECT_EQ(ev->boxes[0].height, first.height);
   EXPECT_EQ(ev->boxes[0].width, first.width);
   EXPECT_TRUE(std::equal(first.pixels.begin(), first.pixels.end(), ev->crops.data));
+}
+
+namespace {
+/// The number of chunks of a one-dimensional chunked dataset.
+std::int64_t chunks_of(const std::string& path, const std::string& dataset) {
+  H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  H5Id d(H5Dopen2(f.get(), dataset.c_str(), H5P_DEFAULT));
+  H5Id dcpl(H5Dget_create_plist(d.get()));
+  H5Id space(H5Dget_space(d.get()));
+  hsize_t chunk = 0, n = 0;
+  EXPECT_EQ(H5Pget_chunk(dcpl.get(), 1, &chunk), 1);
+  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  return chunk > 0 ? static_cast<std::int64_t>((n + chunk - 1) / chunk) : -1;
+}
+}  // namespace
+
+// The loader's background check (LoaderOptions::verify_ahead) checks every chunk of the training
+// pixels and of this rank's share of the evaluation pixels before any read needs it, so the
+// epochs' reads check none themselves; their batches are bitwise those of a loader without it.
+TEST_F(BadStore, LoaderChecksTheChunksAheadOfItsReads) {
+  const std::string train_pixels = schema::dataset_path(schema::kTrainGroup, schema::kPixels);
+  const std::string small = edited("fletcher.h5", [&](hid_t f) {
+    rewrite_filtered(f, train_pixels, 4096, [](hid_t dcpl) { H5Pset_fletcher32(dcpl); });
+  });
+  const auto epochs = [](LoaderOptions o) {
+    Loader loader(o);
+    loader.finish_verifying();
+    const ReadStats ahead = loader.store().read_stats();
+    std::vector<Batch> out;
+    for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
+      loader.start_epoch(kind, 1);
+      while (auto b = loader.next()) out.push_back(std::move(*b));
+    }
+    return std::make_tuple(ahead, loader.store().read_stats(), std::move(out));
+  };
+  LoaderOptions o;
+  o.path = small;
+  o.train_batch = 3;
+  o.eval_batch = 1;
+  o.image_size = 32;
+  o.output = LoaderOutput::kCrops;
+  const auto [ahead, after, batches] = epochs(o);
+  const std::int64_t train_chunks = chunks_of(small, train_pixels);
+  const std::int64_t eval_chunks =
+      chunks_of(small, schema::dataset_path(schema::kEvalGroup, schema::kPixels));
+  EXPECT_GT(train_chunks, 10);
+  EXPECT_GT(eval_chunks, 0);
+  EXPECT_EQ(ahead.verified_ahead, train_chunks + eval_chunks);
+  EXPECT_EQ(ahead.verified_chunks, ahead.verified_ahead);
+  EXPECT_EQ(ahead.reads, 0);
+  EXPECT_EQ(after.verified_chunks, ahead.verified_chunks) << "a read checked a chunk itself";
+  EXPECT_EQ(after.damaged_chunks, 0);
+  EXPECT_GT(after.direct_reads, 0);
+  o.verify_ahead = false;
+  const auto [none, plain_after, plain] = epochs(o);
+  EXPECT_EQ(none.verified_chunks, 0);
+  EXPECT_EQ(plain_after.verified_ahead, 0);
+  EXPECT_EQ(plain_after.verified_chunks, train_chunks + eval_chunks);
+  ASSERT_EQ(batches.size(), plain.size());
+  for (std::size_t k = 0; k < plain.size(); ++k) {
+    ASSERT_EQ(batches[k].crop_bytes, plain[k].crop_bytes);
+    EXPECT_TRUE(std::equal(batches[k].crops.data, batches[k].crops.data + batches[k].crop_bytes,
+                           plain[k].crops.data))
+        << "batch " << k;
+  }
+}
+
+// A chunk whose sum is wrong is left unchecked by the background check, and the read that needs it
+// refuses it with HDF5's words, naming the image; every other chunk is checked ahead. (Evaluation
+// images are read whole, so the read of image 0 meets the damaged first chunk.)
+TEST_F(BadStore, DamagedChunkFoundAheadIsRefusedOnItsRead) {
+  using namespace pets::data::testing;
+  const std::string pixels = schema::dataset_path(schema::kEvalGroup, schema::kPixels);
+  const std::string p = edited("damaged.h5", [&](hid_t f) {
+    rewrite_filtered(f, pixels, 256, [](hid_t dcpl) { H5Pset_fletcher32(dcpl); });
+  });
+  flip_byte(p, chunk_byte(p, pixels));  // the first chunk: image 0's first bytes
+  LoaderOptions o;
+  o.path = p;
+  o.eval_batch = 16;  // every evaluation image in one batch
+  o.image_size = 32;
+  o.output = LoaderOutput::kCrops;
+  Loader loader(o);
+  loader.finish_verifying();
+  const std::int64_t eval_chunks = chunks_of(p, pixels);
+  EXPECT_GT(eval_chunks, 2);
+  const ReadStats ahead = loader.store().read_stats();
+  EXPECT_EQ(
+      ahead.verified_ahead,
+      chunks_of(p, schema::dataset_path(schema::kTrainGroup, schema::kPixels)) + eval_chunks - 1);
+  EXPECT_EQ(ahead.damaged_chunks, 0);
+  loader.start_epoch(SplitKind::kEval, 0);
+  const std::string msg = usage_error_of([&] { loader.next(); });
+  const std::string name = loader.store().split(SplitKind::kEval).names[0];
+  for (const std::string& part :
+       {p, "image 0 (" + name + ") of /" + pixels,
+        std::string("(data error detected by Fletcher32 checksum)"), std::string("rerun")})
+    EXPECT_TRUE(contains(msg, part)) << part << ": " << msg;
+  EXPECT_EQ(loader.store().read_stats().damaged_chunks, 1);
 }

@@ -32,6 +32,21 @@ TEST(Threads, ARequestAboveTheCoresIsCappedWithAWarning) {
   EXPECT_EQ(c.warning, "--threads 1000 is more than the 2 cores this rank may use; using 2");
 }
 
+TEST(Threads, LoaderWorkersOneOnTheCpuTheSpareCoresOnAGpu) {
+  // The model on the CPU: one worker, however many cores (the step's threads take them).
+  for (const int cores : {1, 2, 16, 128}) EXPECT_EQ(pets::loader_workers(false, cores), 1);
+  // On a GPU: every core but the rank's own thread's, at least one, at most kMaxLoaderWorkers.
+  EXPECT_EQ(pets::loader_workers(true, 0), 1);
+  EXPECT_EQ(pets::loader_workers(true, 1), 1);
+  EXPECT_EQ(pets::loader_workers(true, 2), 1);
+  EXPECT_EQ(pets::loader_workers(true, 3), 2);
+  EXPECT_EQ(pets::loader_workers(true, 4), 3);
+  EXPECT_EQ(pets::loader_workers(true, 5), 4);
+  EXPECT_EQ(pets::kMaxLoaderWorkers, 4);
+  EXPECT_EQ(pets::loader_workers(true, 16), pets::kMaxLoaderWorkers);
+  EXPECT_EQ(pets::loader_workers(true, 192), pets::kMaxLoaderWorkers);
+}
+
 TEST(Threads, ThisProcessHasAtLeastOneCore) {
   EXPECT_GE(pets::affinity_cpu_count(), 1);
   EXPECT_GE(pets::online_cpu_count(), pets::affinity_cpu_count());

@@ -85,6 +85,7 @@ struct ReadStats {
   std::int64_t direct_reads = 0;     ///< of which copied from the mapped file, outside the lock
   std::int64_t verified_chunks = 0;  ///< pixel chunk checks of our Fletcher32 code that passed
                                      ///< (once per chunk; twice if two threads raced on it)
+  std::int64_t verified_ahead = 0;   ///< of which made by verify_ahead, before any read needed it
   std::int64_t damaged_chunks = 0;   ///< checks that found a sum wrong (each refused a read)
   std::int64_t bytes = 0;            ///< pixel bytes they read
   double lock_held_seconds = 0.0;    ///< inside the HDF5 lock (wall clock)
@@ -131,6 +132,16 @@ class Store {
   /// Thread-safe.
   void read_crop(SplitKind kind, std::int64_t i, const CropBox& box, std::uint8_t* dst) const;
 
+  /// Checks, ahead of their reads, the Fletcher32 sums of the pixel chunks that images `images`
+  /// of a split lie in, in that order, skipping chunks already checked; each chunk's pages are
+  /// mapped in first (MADV_POPULATE_READ), so that the reads neither check nor page-fault. A read
+  /// that comes first checks its chunk itself, as without this (a race only checks a chunk
+  /// twice). A chunk whose sum is wrong stays unchecked: its read refuses it as read_crop says.
+  /// Returns early once `stop` is set. Returns the chunks it checked (0 when the split is not
+  /// read directly). Thread-safe; meant for a background thread (data::Loader runs one).
+  std::int64_t verify_ahead(SplitKind kind, const std::vector<std::int64_t>& images,
+                            const std::atomic<bool>& stop) const;
+
   /// The reads so far (thread-safe).
   ReadStats read_stats() const;
 
@@ -157,6 +168,7 @@ class Store {
   mutable std::atomic<std::int64_t> reads_{0};
   mutable std::atomic<std::int64_t> direct_reads_{0};
   mutable std::atomic<std::int64_t> verified_chunks_{0};
+  mutable std::atomic<std::int64_t> verified_ahead_{0};
   mutable std::atomic<std::int64_t> damaged_chunks_{0};
   mutable std::atomic<std::int64_t> read_bytes_{0};
   mutable std::atomic<std::int64_t> lock_held_ns_{0};

@@ -11,6 +11,7 @@
 /// same number of steps (the last batch may be partial, and empty on some ranks when fewer
 /// images than ranks remain: a trainer must weight its gradient by n).
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -53,7 +54,12 @@ struct LoaderOptions {
   int image_size = 224;
   std::uint64_t seed = 42;
   int workers = 2;   ///< decode/augment threads
-  int prefetch = 4;  ///< batches ready ahead of the consumer (bounded queue)
+  int prefetch = 4;  ///< batches ready ahead of the consumer (bounded queue; at least `workers`, so
+                     ///< that every worker can build one)
+  /// Check the Fletcher32 sums of the pixel chunks this rank will read on a background thread
+  /// from construction on (Store::verify_ahead: the training split, then this rank's share of the
+  /// evaluation split), so that the first epoch's reads neither check nor page-fault.
+  bool verify_ahead = true;
   LoaderOutput output = LoaderOutput::kPixels;
   /// kCrops: where the crop bytes go; empty: ordinary memory.
   StagingAllocator allocate_staging;
@@ -111,6 +117,9 @@ class Loader {
   /// error.
   std::optional<Batch> next();
 
+  /// Waits until the background check of the chunks (LoaderOptions::verify_ahead) has ended.
+  void finish_verifying();
+
   /// Builds one batch synchronously (what a worker does). Only each image's crop box is read
   /// (Store::read_crop: outside the HDF5 lock when the store allows); the resize reads nothing
   /// else, so the results equal transform_train / transform_eval of the whole image.
@@ -119,9 +128,12 @@ class Loader {
  private:
   void stop();
   void worker_loop();
+  void verify_chunks();
 
   LoaderOptions options_;
   std::unique_ptr<Store> store_;
+  std::atomic<bool> verify_stop_{false};
+  std::thread verifier_;
 
   std::mutex mutex_;
   std::condition_variable cv_;
