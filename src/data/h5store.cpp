@@ -376,6 +376,8 @@ Store::Store(const std::string& path) : path_(path) {
   if (label_names_.empty()) bad(path, std::string(store::kLabelNames.name) + " is empty");
   seed_ = read_scalar_attr<std::uint64_t>(path, f, store::kSeed);
   train_fraction_ = read_scalar_attr<double>(path, f, store::kTrainFraction);
+  max_side_ = read_scalar_attr<std::int32_t>(path, f, store::kMaxSide);
+  if (max_side_ < 0) bad(path, std::string(store::kMaxSide.name) + " is negative");
   {
     const std::string what = std::string("attribute ") + store::kToolVersion.name;
     H5Id a = open_attr(path, f, store::kToolVersion.name);

@@ -49,14 +49,20 @@ std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double ima
   return line;
 }
 
+const EpochMetrics* best_epoch(const std::vector<EpochMetrics>& epochs) {
+  const EpochMetrics* best = nullptr;
+  for (const EpochMetrics& m : epochs)
+    if (best == nullptr || m.accuracy > best->accuracy) best = &m;
+  return best;
+}
+
 std::string run_summary_line(const std::vector<EpochMetrics>& epochs, double wall_seconds,
                              const std::string& model_path) {
   if (epochs.empty()) return "[run] no epoch finished";
-  const EpochMetrics* best = &epochs.front();
+  const EpochMetrics* best = best_epoch(epochs);
   double images = 0.0;
   double seconds = 0.0;
   for (const EpochMetrics& m : epochs) {
-    if (m.accuracy > best->accuracy) best = &m;
     images += m.train_images_per_s * m.train_seconds;
     seconds += m.train_seconds;
   }

@@ -118,6 +118,10 @@ std::vector<Entry> entries(const TrainOptions& o) {
            "start a new run in an --out that holds an earlier run, removing that run's "
            "checkpoints, metrics.jsonl and model (other files stay)",
            o.overwrite),
+      flag("keep-best",
+           "also keep the model of the best epoch (highest accuracy, the first of equals) as "
+           "best.safetensors in --out, written when an epoch becomes the best",
+           o.keep_best),
   };
 }
 
@@ -212,6 +216,7 @@ TrainOptions to_options(const po::variables_map& vm) {
   }
   o.resume = parse_resume(vm["resume"].as<std::string>());
   o.overwrite = vm["overwrite"].as<bool>();
+  o.keep_best = vm["keep-best"].as<bool>();
   if (o.overwrite && o.resume != ResumeMode::kNo)
     usage("--overwrite starts a new run and --resume continues one: give one of them");
   if (vm.count("config")) o.config = vm["config"].as<std::string>();

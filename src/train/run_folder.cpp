@@ -28,10 +28,11 @@ const std::regex& checkpoint_pattern() {
 }
 const std::regex& temporary_pattern() {
   static const std::regex r(
-      R"((ckpt-\d+\.safetensors|latest|metrics\.jsonl|model\.safetensors)\.tmp\.\d+)");
+      R"((ckpt-\d+\.safetensors|latest|metrics\.jsonl|(model|best)\.safetensors)\.tmp\.\d+)");
   return r;
 }
-const char* const kResultNames[] = {"latest", "metrics.jsonl", "model.safetensors"};
+const char* const kResultNames[] = {"latest", "metrics.jsonl", "model.safetensors",
+                                    "best.safetensors"};
 
 std::string errno_text(int err) { return std::strerror(err); }
 

@@ -22,7 +22,9 @@
 #include "pets/train/batchnorm_sync.hpp"
 #include "pets/train/checkpoint.hpp"
 #include "pets/train/debug_switches.hpp"
+#include "pets/train/device_choice.hpp"
 #include "pets/train/evaluation.hpp"
+#include "pets/train/exported_model.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/run_folder.hpp"
 #include "pets/train/stop_signal.hpp"
@@ -45,13 +47,6 @@ using data::SplitKind;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// --device: CUDA device local_rank % count when asked for or (auto) present, else the CPU.
-torch::Device pick_device(DeviceChoice choice, int local_rank) {
-  const int count = static_cast<int>(torch::cuda::device_count());
-  if (choice == DeviceChoice::kCpu || count == 0) return torch::kCPU;
-  return {torch::kCUDA, static_cast<torch::DeviceIndex>(local_rank % count)};
 }
 
 /// Runs `task` on rank 0 alone (collective): what it returns, or the UsageError it throws, on
@@ -106,7 +101,9 @@ class Trainer {
   void write_metrics() const;
   /// Records the epoch; rank 0 prints the tutorial's line on stdout and a summary on stderr.
   void report_epoch(const EpochMetrics& metrics);
-  std::string export_model() const;
+  /// Rank 0 writes the model as `name` in --out (best.safetensors: from `epoch`); its path.
+  std::string export_model(const char* name = kModelFileName,
+                           const EpochMetrics* epoch = nullptr) const;
   /// What training changes in the model: the head and every buffer (BatchNorm statistics).
   model::NamedTensors resumable_state() const;
   /// This run as resume compares it with a checkpoint's.
@@ -438,15 +435,10 @@ void Trainer::write_metrics() const {
                         metrics_jsonl(history_));
 }
 
-std::string Trainer::export_model() const {
+std::string Trainer::export_model(const char* name, const EpochMetrics* epoch) const {
   if (mpi_.rank() != 0) return "";
-  const std::string path = (fs::path(options_.out) / "model.safetensors").string();
-  model::NamedTensors tensors;
-  for (const auto& [name, t] : model::state_dict(*model_))
-    tensors.emplace_back(name, t.cpu().contiguous());
-  model::write_tensors(
-      path, tensors,
-      {{"format", "pt"}, {"arch", "resnet50d"}, {"num_classes", std::to_string(labels_.size())}});
+  const std::string path = (fs::path(options_.out) / name).string();
+  write_exported_model(path, *model_, model_card(*loader_, epoch));
   return path;
 }
 
@@ -470,6 +462,16 @@ void Trainer::report_epoch(const EpochMetrics& metrics) {
   log_.result(result_line(metrics));
   log_.note(summary_line(metrics));
   board_.epoch(step_->schedule().step_count(), metrics);
+  if (!options_.keep_best || mpi_.rank() != 0) return;
+  // The best so far is known from the history, a resumed run's earlier epochs included.
+  const EpochMetrics& best = *best_epoch(history_);
+  const std::string kept = (fs::path(options_.out) / kBestModelFileName).string();
+  if (&best == &history_.back())
+    log_.note("[epoch " + std::to_string(metrics.epoch) + "] best so far: model kept as " +
+              export_model(kBestModelFileName, &metrics));
+  else if (!fs::exists(kept))
+    log_.note("warning: --keep-best: " + kept + " is missing, so the best epoch so far (" +
+              std::to_string(best.epoch) + ") is not kept; it will hold the next better one");
 }
 
 TrainResult Trainer::run() {

@@ -67,6 +67,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.out, "runs/pets");
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kNo);
   EXPECT_FALSE(o.overwrite);
+  EXPECT_FALSE(o.keep_best);
 }
 
 TEST(TrainOptions, EveryOptionIsRead) {
@@ -125,6 +126,7 @@ TEST(TrainOptions, ResumeAndOverwrite) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--resume=maybe"}),
                   "--resume must be yes (also given alone), no or auto, got 'maybe'");
   EXPECT_TRUE(parse({"--data", "d", "--overwrite"}).options.overwrite);
+  EXPECT_TRUE(parse({"--data", "d", "--keep-best"}).options.keep_best);
   for (const char* resume : {"--resume", "--resume=auto"})
     EXPECT_MENTIONS(usage_error({"--data", "d", "--overwrite", resume}),
                     "--overwrite starts a new run and --resume continues one");
@@ -144,7 +146,7 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
   for (const char* name :
        {"--data", "--epochs", "--batch-size", "--eval-batch-size", "--max-lr", "--mixed-precision",
         "--seed", "--pretrained", "--bn-mode", "--device", "--input", "--threads", "--out",
-        "--resume", "--overwrite", "--config", "--write-config", "--help"})
+        "--resume", "--overwrite", "--keep-best", "--config", "--write-config", "--help"})
     EXPECT_MENTIONS(r.help, name);
   for (const char* def : {"(=5)", "(=64)", "(=128)", "(=3e-2)", "(=no)", "(=42)", "(=train)",
                           "(=auto)", "(=0)", "(=runs/pets)"})

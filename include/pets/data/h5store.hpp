@@ -111,6 +111,8 @@ class Store {
   }
   std::uint64_t seed() const { return seed_; }
   double train_fraction() const { return train_fraction_; }
+  /// The longer side images were scaled down to when stored (pets_preprocess --max-side; 0: kept).
+  int max_side() const { return max_side_; }
   const std::string& tool_version() const { return tool_version_; }
   /// The store_id attribute (store_schema.hpp); empty for a store written before it existed.
   const std::string& store_id() const { return store_id_; }
@@ -155,6 +157,7 @@ class Store {
   SplitIndex eval_;
   std::uint64_t seed_ = 0;
   double train_fraction_ = 0.0;
+  int max_side_ = 0;
   std::string tool_version_;
   std::string store_id_;
   std::vector<NameReason> skipped_;

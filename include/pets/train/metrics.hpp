@@ -53,10 +53,14 @@ std::string summary_line(const EpochMetrics& metrics);
 std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double images_per_s,
                           double loss, double eta_seconds);
 
+/// The run's best epoch: the first of the highest accuracy (what run_summary_line reports and
+/// --keep-best keeps); nullptr when `epochs` is empty.
+const EpochMetrics* best_epoch(const std::vector<EpochMetrics>& epochs);
+
 /// The line that ends a run: `[run] 5 epochs, final accuracy 91.20 %, best 91.50 % at epoch 3;
-/// 117.0 s wall, 32.2 train img/s; model runs/pets/model.safetensors`. Best: the first epoch of
-/// the highest accuracy; img/s: all epochs' training images over their training seconds (a
-/// resumed run's earlier epochs included); wall: `wall_seconds`, this process's time.
+/// 117.0 s wall, 32.2 train img/s; model runs/pets/model.safetensors`. Best: best_epoch; img/s: all
+/// epochs' training images over their training seconds (a resumed run's earlier epochs included);
+/// wall: `wall_seconds`, this process's time.
 std::string run_summary_line(const std::vector<EpochMetrics>& epochs, double wall_seconds,
                              const std::string& model_path);
 

@@ -49,6 +49,7 @@ struct TrainOptions {
   std::string tensorboard;  ///< folder for TensorBoard event files (rank 0); empty: none
   ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
   bool overwrite = false;    ///< start afresh in an `out` that holds a run, removing its files
+  bool keep_best = false;    ///< also keep the best epoch's model as `out`/best.safetensors
   std::string config;        ///< the --config file read, if any (informational)
   std::string write_config;  ///< --write-config target; the program writes it and stops
 };
