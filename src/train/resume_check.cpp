@@ -66,10 +66,12 @@ std::string differing_settings(const Values& saved, const Values& current,
 TrainOptions resume_options(const TrainOptions& options, const std::vector<std::string>& given,
                             const RunConfig& saved, const std::string& checkpoint_path,
                             bool finished) {
+  // Compared with paths made absolute, as recorded; taken as typed (this start's folder).
   const Values current = RunConfig::of(options, {}).options;
+  const Values typed = recorded_option_values(options);
   Values merged = saved.options;
   for (const std::string& key : given)
-    if (const auto it = current.find(key); it != current.end()) merged[key] = it->second;
+    if (const auto it = typed.find(key); it != typed.end()) merged[key] = it->second;
   std::vector<std::string> compared;
   for (const std::string& key : run_setting_keys())
     if (std::find(given.begin(), given.end(), key) != given.end()) compared.push_back(key);
