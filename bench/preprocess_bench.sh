@@ -61,7 +61,7 @@ for np in $nps; do
     n=$(count_jpg "$images") out="$work/store-$n-np$np.h5" log="$work/preprocess-$n-np$np.log"
     t0=$(date +%s.%N)
     PETS_REPORT_MEMORY=1 mpiexec -n "$np" --oversubscribe "$prep" --images "$images" --out "$out" \
-      --max-side "$max_side" --max-memory "$max_memory" >"$log" 2>"$log.err" ||
+      --max-side "$max_side" --max-memory "$max_memory" --overwrite >"$log" 2>"$log.err" ||
       { echo "preprocess_bench.sh: pets_preprocess failed, see $log" >&2; tail -5 "$log" "$log.err" >&2; exit 1; }
     t1=$(date +%s.%N)
     stored=$(sed -n 's/.*: \([0-9]*\) stored, .*/\1/p' "$log")

@@ -52,7 +52,7 @@ fi
 # only on the store it was written from (every file pets_preprocess writes has an id of its own).
 if [ ! -s "$work/pets.h5" ] || [ "$work/images.args" -nt "$work/pets.h5" ] ||
   [ "$bin/pets_preprocess" -nt "$work/pets.h5" ]; then
-  mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5"
+  mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5" --overwrite
 fi
 # Ctrl-C stops the training as a preemption does: the ranks finish the step, rank 0 writes a
 # checkpoint and the script exits 75 (run it again with --resume to continue). mpirun runs in a

@@ -43,10 +43,15 @@ int preprocess_main(int argc, char** argv) {
       po::value<std::string>(&max_memory)
           ->default_value(std::to_string(defaults.max_memory >> 20) + "M"),
       "decoded pixels a rank holds at once (bytes, or with K, M, G): images are decoded and "
-      "written in rounds of this size");
+      "written in rounds of this size")(
+      "overwrite", po::bool_switch(&o.overwrite),
+      "replace an existing --out file (the new store gets a new store_id: runs trained on the "
+      "old one cannot resume on it)");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::store(
+        po::command_line_parser(argc, argv).options(desc).style(pets::command_line_style()).run(),
+        vm);
     if (vm.count("help")) {
       if (rank == 0) std::cout << desc << "\n";
       return 0;

@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
         "quirks", po::bool_switch(&o.quirks), "add the awkward files a real folder holds");
     po::variables_map vm;
     try {
-      po::store(po::parse_command_line(argc, argv, desc), vm);
+      po::store(
+          po::command_line_parser(argc, argv).options(desc).style(pets::command_line_style()).run(),
+          vm);
       if (vm.count("help")) {
         std::cout << desc << "\n";
         return 0;

@@ -8,6 +8,7 @@
 #include "pets/comm/program.hpp"
 #include "pets/train/options.hpp"
 #include "pets/train/trainer.hpp"
+#include "pets/train/training_state.hpp"
 
 int main(int argc, char** argv) {
   return pets::run_mpi_program(argc, argv, [](int argc, char** argv) {
@@ -19,18 +20,24 @@ int main(int argc, char** argv) {
         if (rank == 0) std::fputs(parsed.help.c_str(), stdout);
         return 0;
       case pets::train::Action::kWriteConfig:
-        if (rank == 0) {
-          pets::train::write_config_file(parsed.options, parsed.options.write_config);
-          std::printf("wrote %s\n", parsed.options.write_config.c_str());
-        }
+        pets::agree_on_usage([&] {
+          if (rank == 0)
+            pets::train::write_config_file(parsed.options, parsed.options.write_config);
+        });
+        if (rank == 0) std::printf("wrote %s\n", parsed.options.write_config.c_str());
         return 0;
       case pets::train::Action::kTrain:
         break;
     }
-    // Wrong paths now, not after the model is built.
-    pets::agree_on_usage([&] { pets::train::check_paths(parsed.options); });
+    // --resume: the run's own options, from its checkpoint. Wrong paths now, not after the model
+    // is built.
+    const pets::train::TrainOptions options = pets::agree_on_usage([&] {
+      pets::train::TrainOptions o = pets::train::options_to_run(parsed);
+      pets::train::check_paths(o);
+      return o;
+    });
     const pets::comm::MpiComm mpi;
-    const pets::train::TrainResult result = pets::train::run_training(parsed.options, mpi);
+    const pets::train::TrainResult result = pets::train::run_training(options, mpi);
     return result.preempted ? pets::train::kExitPreempted : 0;
   });
 }

@@ -37,7 +37,9 @@ std::string PreprocessSummary::line() const {
   for (std::size_t i = 0; i < skipped.size(); ++i)
     s += (i ? ", " : ": ") + skipped[i].first + " (" + skipped[i].second + ")";
   s += "; " + std::to_string(train) + " train, " + std::to_string(eval) + " eval, " +
-       std::to_string(labels) + " labels; " + std::to_string(warnings.size()) + " with warnings";
+       std::to_string(labels) + " labels";
+  // Files the decoder warned about (and stored); the class warnings are lines of their own.
+  if (!warnings.empty()) s += "; " + std::to_string(warnings.size()) + " decoded with warnings";
   for (std::size_t i = 0; i < warnings.size(); ++i)
     s += (i ? ", " : ": ") + warnings[i].first + " (" + warnings[i].second + ")";
   return s;
@@ -390,6 +392,16 @@ std::string check_options(const PreprocessOptions& o) {
   if (fs::is_directory(o.out, ec)) return "--out " + o.out + " is a folder";
   if (access(parent.c_str(), W_OK) != 0)
     return "--out: folder " + parent.string() + " is not writable";
+  // The store is written beside --out and renamed over it: over a link it would replace the
+  // link, not the file it names.
+  const fs::file_status there = fs::symlink_status(o.out, ec);
+  if (fs::is_symlink(there)) return "--out " + o.out + " is a symbolic link; name the file itself";
+  if (fs::exists(there) && !fs::is_regular_file(there))
+    return "--out " + o.out + " exists and is not a regular file";
+  if (fs::exists(there) && !o.overwrite)
+    return "--out " + o.out +
+           " exists; replace it with --overwrite (the new store gets a new store_id, so runs "
+           "trained on this one cannot resume on it), or choose another --out";
   return "";
 }
 

@@ -89,6 +89,12 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, const std::st
                     " bytes, shorter than the "
                     "8-byte header length");
   const uint64_t header_len = read_le64(bytes.data());
+  // A safetensors header starts with '{' right after its length. A length past the end with no
+  // '{' there is another kind of file (an image, a pickled .pt), not a damaged safetensors one.
+  if ((header_len > size - 8 || header_len > kMaxHeaderBytes) && (size == 8 || bytes[8] != '{'))
+    fail(label,
+         "not a safetensors file (it does not start with a JSON header and its length; "
+         "--pretrained takes the .safetensors weights timm publishes)");
   if (header_len > size - 8)
     fail(label, "header length " + std::to_string(header_len) + " at byte 0 exceeds the file (" +
                     std::to_string(size) + " bytes)");

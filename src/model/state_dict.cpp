@@ -129,6 +129,8 @@ LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
   }
   const NamedTensors targets = state_dict(module);
   LoadReport report;
+  report.path = path;
+  report.head = options.resizable_head.substr(0, options.resizable_head.find_last_not_of('.') + 1);
   std::set<std::string> wanted;
   std::vector<std::pair<const TensorInfo*, torch::Tensor>> plan;
   auto fail = [&](const std::string& what) { throw UsageError(path + ": " + what); };
@@ -139,8 +141,12 @@ LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
   bool head_mismatch = false;
   for (const auto& [name, target] : targets) {
     const TensorInfo* info = file.find(name);
-    if (info != nullptr && in_head(name) && c10::IntArrayRef(info->shape) != target.sizes())
+    if (info != nullptr && in_head(name) && c10::IntArrayRef(info->shape) != target.sizes() &&
+        !head_mismatch) {
       head_mismatch = true;
+      report.skip_reason = name + " is " + shape_text(info->shape) + " there, " +
+                           shape_text(target.sizes()) + " here";
+    }
   }
   for (const auto& [name, target] : targets) {
     wanted.insert(name);
@@ -168,6 +174,14 @@ LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
     report.loaded.push_back(info->name);
   }
   return report;
+}
+
+std::string load_report_text(const LoadReport& r) {
+  std::string text = "loaded " + std::to_string(r.loaded.size()) + " tensors from " + r.path;
+  if (r.skipped.empty())
+    return text + ": the backbone and " + r.head + " (its shapes are this model's: its classes)";
+  return text + ": the backbone; " + r.head + " skipped (" + r.skip_reason +
+         ": another class count), so the head starts fresh";
 }
 
 }  // namespace pets::model

@@ -196,6 +196,11 @@ std::int64_t write_synthetic_dataset(const SynthOptions& o) {
   fs::create_directories(o.out_dir, ec);
   if (ec || !fs::is_directory(o.out_dir))
     throw UsageError("pets_synth: cannot create folder " + o.out_dir + ": " + ec.message());
+  // Its images mixed with a folder's earlier files would be another data set than asked for.
+  if (!fs::is_empty(o.out_dir, ec))
+    throw UsageError("pets_synth: --out " + o.out_dir +
+                     " is not empty; name a new or empty folder (its files would be mixed with "
+                     "the synthetic images)");
   const fs::path dir(o.out_dir);
   static const int kQualities[] = {75, 85, 90, 95};
   std::int64_t written = 0;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "pets/util/number_text.hpp"
+
 namespace pets::train {
 
 EpochMetrics training_metrics(int64_t epoch, const EpochPosition& position, double lr) {
@@ -68,12 +70,12 @@ std::string run_summary_line(const std::vector<EpochMetrics>& epochs, double wal
   }
   char line[200];
   std::snprintf(line, sizeof line,
-                "[run] %zu epochs, final accuracy %.2f %%, best %.2f %% at epoch %lld; %.1f s "
-                "wall, %.1f train img/s; model ",
-                epochs.size(), epochs.back().accuracy, best->accuracy,
-                static_cast<long long>(best->epoch), wall_seconds,
-                seconds > 0 ? images / seconds : 0.0);
-  return line + (model_path.empty() ? std::string("not written") : model_path);
+                ", final accuracy %.2f %%, best %.2f %% at epoch %lld; %.1f s wall, %.1f train "
+                "img/s; model ",
+                epochs.back().accuracy, best->accuracy, static_cast<long long>(best->epoch),
+                wall_seconds, seconds > 0 ? images / seconds : 0.0);
+  return "[run] " + count_text(static_cast<long long>(epochs.size()), "epoch") + line +
+         (model_path.empty() ? std::string("not written") : model_path);
 }
 
 std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs) {

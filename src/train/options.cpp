@@ -1,5 +1,7 @@
 #include "pets/train/options.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
@@ -36,10 +38,19 @@ std::string text_of(const std::string& value) { return value; }
 /// read it, so each default is written once, as TrainOptions' member initialiser.
 struct Entry {
   const char* key;
-  const char* help;
+  std::string help;
   std::string value;  ///< empty: unset (no default in --help; commented out in a config file)
   std::function<po::value_semantic*()> semantic;  ///< Boost's parser, `value` as its default
+  /// A setting of the run (it changes what is computed): fixed for the run's life, so a resumed
+  /// run keeps its own (resume_check.hpp). The others say how and where this start runs.
+  bool fixed = false;
 };
+
+/// `entry` marked as one of a run's fixed settings.
+Entry fixed(Entry entry) {
+  entry.fixed = true;
+  return entry;
+}
 
 /// An option of type T (int, double, std::string) whose value defaults to `value`, shown as
 /// text_of(value) ("(=3e-2)", not "(=0.029999999999999999)").
@@ -58,14 +69,26 @@ Entry unset(const char* key, const char* help, const std::string& value, const c
           [value_name] { return po::value<std::string>()->value_name(value_name); }};
 }
 
-/// A string option that may also be given without a value, meaning `implicit` (`--resume`).
+/// A string value shown in --help as `shown` alone: Boost would write `[=yes|auto(=yes)] (=no)`
+/// for --resume, its implicit value and its default, which the help text says in words.
+class ShownValue : public po::typed_value<std::string> {
+ public:
+  explicit ShownValue(std::string shown)
+      : po::typed_value<std::string>(nullptr), shown_(std::move(shown)) {}
+  std::string name() const override { return shown_; }
+
+ private:
+  std::string shown_;
+};
+
+/// A string option that may also be given without a value, meaning `implicit` (`--resume`);
+/// shown as `--key [=value_name]`.
 Entry optional_value(const char* key, const char* help, const std::string& value,
                      const char* implicit, const char* value_name) {
-  return {
-      key, help, value, [value, implicit, value_name] {
-        return po::value<std::string>()->default_value(value)->implicit_value(implicit)->value_name(
-            value_name);
-      }};
+  return {key, help, value, [value, implicit, value_name] {
+            auto* semantic = new ShownValue(std::string("[=") + value_name + "]");
+            return semantic->default_value(value)->implicit_value(implicit);
+          }};
 }
 
 /// A flag: absent is false.
@@ -76,22 +99,26 @@ Entry flag(const char* key, const char* help, bool value) {
 /// Every training option with its value in `o`, in --help order. Enums and the seed are parsed
 /// as strings by to_options (Boost would accept "-1" for an unsigned seed).
 std::vector<Entry> entries(const TrainOptions& o) {
-  return {
-      unset("data", "HDF5 data set written by pets_preprocess (required)", o.data, "FILE"),
-      valued("epochs", "passes over the training split", o.epochs),
-      valued("batch-size", "training images per rank per step", o.batch_size),
+  std::vector<Entry> list = {
+      unset("data",
+            "HDF5 data set written by pets_preprocess (required, unless --resume takes it from "
+            "the checkpoint)",
+            o.data, "FILE"),
+      fixed(valued("epochs", "passes over the training split", o.epochs)),
+      fixed(valued("batch-size", "training images per rank per step", o.batch_size)),
       valued("eval-batch-size", "evaluation images per rank per step", o.eval_batch_size),
-      valued("max-lr", "OneCycle peak learning rate (Adam starts at max-lr/25)", o.max_lr),
-      valued("mixed-precision", "no | bf16 | fp16 (fp16 needs a CUDA device)",
-             to_string(o.mixed_precision)),
-      valued("seed", "random seed (0 .. 2^64-1)", std::to_string(o.seed)),
-      unset("pretrained",
-            "ResNet-50d weights (safetensors, timm names); without it the backbone is random",
-            o.pretrained, "FILE"),
-      valued("bn-mode",
-             "train: frozen backbone's BatchNorm uses batch statistics (as the tutorial); "
-             "eval: running statistics",
-             to_string(o.bn_mode)),
+      fixed(valued("max-lr", "OneCycle peak learning rate (Adam starts at max-lr/25)", o.max_lr)),
+      fixed(valued("mixed-precision", "no | bf16 | fp16 (fp16 needs a CUDA device)",
+                   to_string(o.mixed_precision))),
+      fixed(valued("seed", "random seed (0 .. 2^64-1)", std::to_string(o.seed))),
+      fixed(unset("pretrained",
+                  "ResNet-50d weights (safetensors, timm names; data/fetch_weights.sh fetches "
+                  "timm's); without it the backbone is random",
+                  o.pretrained, "FILE")),
+      fixed(valued("bn-mode",
+                   "train: frozen backbone's BatchNorm uses batch statistics (as the tutorial); "
+                   "eval: running statistics",
+                   to_string(o.bn_mode))),
       valued("device", "auto | cpu | cuda (auto: CUDA device local_rank % count when present)",
              to_string(o.device)),
       valued("input",
@@ -111,24 +138,35 @@ std::vector<Entry> entries(const TrainOptions& o) {
             "every --progress-interval; step: training steps done)",
             o.tensorboard, "DIR"),
       optional_value("resume",
-                     "continue from the latest complete checkpoint in --out; yes (--resume "
-                     "alone): there must be one; auto: start a new run when --out holds none",
+                     "continue the run in --out from its latest complete checkpoint, with the "
+                     "options it was started with (--data included); yes (--resume alone): "
+                     "there must be one; auto: start a new run when --out holds none; default: "
+                     "no (a new run). Options given must agree with the run's settings",
                      to_string(o.resume), "yes", "yes|auto"),
       flag("overwrite",
            "start a new run in an --out that holds an earlier run, removing that run's "
-           "checkpoints, metrics.jsonl and model (other files stay)",
+           "checkpoints, metrics.jsonl and model (other files stay); with --write-config: "
+           "replace an existing FILE",
            o.overwrite),
       flag("keep-best",
            "also keep the model of the best epoch (highest accuracy, the first of equals) as "
            "best.safetensors in --out, written when an epoch becomes the best",
            o.keep_best),
   };
+  // --resume's help names the fixed settings, from their marks above.
+  std::string names;
+  for (const Entry& e : list)
+    if (e.fixed) names += std::string(names.empty() ? " (" : ", ") + "--" + e.key;
+  for (Entry& e : list)
+    if (std::string(e.key) == "resume") e.help += names + ")";
+  return list;
 }
 
 /// The options a config file may set: everything but --help, --config and --write-config.
 po::options_description training_options() {
   po::options_description o("Training options (also valid as `key = value` in a --config file)");
-  for (const Entry& e : entries(TrainOptions{})) o.add_options()(e.key, e.semantic(), e.help);
+  for (const Entry& e : entries(TrainOptions{}))
+    o.add_options()(e.key, e.semantic(), e.help.c_str());
   return o;
 }
 
@@ -136,9 +174,11 @@ po::options_description general_options() {
   po::options_description o("General options");
   o.add_options()("help,h", po::bool_switch(), "print this help and exit")(
       "config", po::value<std::string>()->value_name("FILE"),
-      "read options from FILE; the command line overrides it")(
+      "read options from FILE; the command line overrides it (relative paths in FILE are "
+      "taken from the current folder, not FILE's)")(
       "write-config", po::value<std::string>()->value_name("FILE"),
-      "write every option's value to FILE as a commented config file, then exit");
+      "write every option's value to FILE as a commented config file, then exit (an existing "
+      "FILE only with --overwrite; never the --data or --pretrained file)");
   return o;
 }
 
@@ -217,8 +257,6 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.resume = parse_resume(vm["resume"].as<std::string>());
   o.overwrite = vm["overwrite"].as<bool>();
   o.keep_best = vm["keep-best"].as<bool>();
-  if (o.overwrite && o.resume != ResumeMode::kNo)
-    usage("--overwrite starts a new run and --resume continues one: give one of them");
   if (vm.count("config")) o.config = vm["config"].as<std::string>();
   if (vm.count("write-config")) o.write_config = vm["write-config"].as<std::string>();
   return o;
@@ -288,7 +326,8 @@ std::string train_options_help() {
   po::options_description all;
   all.add(general_options()).add(training_options());
   std::ostringstream s;
-  s << "Usage: pets_train --data FILE [options]\n"
+  s << "Usage: pets_train --data FILE [options]        a new run\n"
+       "       pets_train --resume --out DIR [options]  continue the run in DIR\n"
        "Fine-tunes the classifier of a frozen ResNet-50d on the Oxford-IIIT Pet images; run it\n"
        "under mpirun for several ranks.\n\n"
     << all;
@@ -303,8 +342,11 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
     // Command line first: Boost keeps the first value stored, so it overrides the file.
     // An empty positional description makes a stray argument an error instead of ignored.
     const po::positional_options_description no_positionals;
-    const po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(command_line).positional(no_positionals).run();
+    const po::parsed_options parsed = po::command_line_parser(argc, argv)
+                                          .options(command_line)
+                                          .positional(no_positionals)
+                                          .style(command_line_style())
+                                          .run();
     // Boost does not count a value-less `--resume` (its implicit value) as an occurrence.
     if (std::count_if(parsed.options.begin(), parsed.options.end(),
                       [](const po::option& o) { return o.string_key == "resume"; }) > 1)
@@ -355,20 +397,27 @@ ParseResult parse_train_options(int argc, const char* const* argv) {
   }
   po::notify(vm);
   result.options = to_options(vm);
-  if (!result.options.write_config.empty()) {
-    if (const auto problem = output_file_problem(result.options.write_config))
-      usage("--write-config " + result.options.write_config + ": " + *problem);
+  for (const Entry& e : entries(TrainOptions{}))
+    if (vm.count(e.key) != 0 && !vm[e.key].defaulted()) result.given.emplace_back(e.key);
+  const TrainOptions& o = result.options;
+  if (!o.write_config.empty()) {
+    if (const std::string problem = write_config_problem(o); !problem.empty())
+      usage("--write-config " + o.write_config + ": " + problem);
     result.action = Action::kWriteConfig;
-  } else if (result.options.data.empty()) {
-    usage("the option '--data' is required (see --help)");
+    return result;
   }
+  if (o.overwrite && o.resume != ResumeMode::kNo)
+    usage("--overwrite starts a new run and --resume continues one: give one of them");
+  if (o.data.empty() && o.resume == ResumeMode::kNo)
+    usage("the option '--data' is required (see --help)");
   return result;
 }
 
 std::string format_config(const TrainOptions& o) {
   std::ostringstream out;
   out << "# pets_train configuration: read it with `pets_train --config FILE`; options given on\n"
-         "# the command line override the values here. Lines starting with '#' are comments.\n\n";
+         "# the command line override the values here. Lines starting with '#' are comments.\n"
+         "# Relative paths are taken from the folder pets_train runs in, not from this file's.\n\n";
   const std::vector<Entry> values = entries(o);
   const std::vector<Entry> defaults = entries(TrainOptions{});
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -379,8 +428,71 @@ std::string format_config(const TrainOptions& o) {
   return out.str();
 }
 
+std::string write_config_problem(const TrainOptions& o) {
+  const std::string& path = o.write_config;
+  if (const auto problem = output_file_problem(path)) return *problem;
+  struct stat target {};
+  if (::lstat(path.c_str(), &target) != 0) return "";  // a new file
+  if (S_ISLNK(target.st_mode))
+    return "'" + path + "' is a symbolic link; name the file itself (or another file)";
+  if (!S_ISREG(target.st_mode))
+    return "'" + path + "' exists and is not a regular file (a FIFO, a device or a socket)";
+  const std::pair<const char*, const std::string*> inputs[] = {{"--data", &o.data},
+                                                               {"--pretrained", &o.pretrained}};
+  for (const auto& [option, input] : inputs) {
+    struct stat st {};
+    if (!input->empty() && ::stat(input->c_str(), &st) == 0 && st.st_dev == target.st_dev &&
+        st.st_ino == target.st_ino)
+      return "it is the " + std::string(option) + " file of this run; name another file";
+  }
+  if (!o.overwrite) return "the file exists; replace it with --overwrite, or name another file";
+  return "";
+}
+
 void write_config_file(const TrainOptions& options, const std::string& path) {
-  write_file_atomically(path, format_config(options));
+  TrainOptions written = options;
+  written.overwrite = false;  // it said to replace `path`, not to start runs over
+  try {
+    write_file_atomically(path, format_config(written));
+  } catch (const FileWriteError& e) {
+    usage("--write-config " + path + ": " + e.reason());
+  }
+}
+
+std::map<std::string, std::string> recorded_option_values(const TrainOptions& options) {
+  std::map<std::string, std::string> values;
+  for (const Entry& e : entries(options)) {
+    const std::string key = e.key;
+    if (key != "out" && key != "resume" && key != "overwrite") values[key] = e.value;
+  }
+  return values;
+}
+
+TrainOptions options_from_values(const std::map<std::string, std::string>& values,
+                                 const std::string& source) {
+  const po::options_description description = training_options();
+  po::variables_map vm;
+  try {
+    po::parsed_options parsed(&description);
+    for (const auto& [key, value] : values)
+      if (!value.empty()) parsed.options.emplace_back(key, std::vector<std::string>{value});
+    po::store(parsed, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    usage(source + ": " + program_options_message(e));
+  }
+  try {
+    return to_options(vm);
+  } catch (const UsageError& e) {
+    usage(source + ": " + e.what());
+  }
+}
+
+std::vector<std::string> run_setting_keys() {
+  std::vector<std::string> keys;
+  for (const Entry& e : entries(TrainOptions{}))
+    if (e.fixed) keys.emplace_back(e.key);
+  return keys;
 }
 
 void check_paths(const TrainOptions& options) {

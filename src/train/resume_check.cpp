@@ -1,46 +1,108 @@
 #include "pets/train/resume_check.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 
 namespace pets::train {
 
 RunConfig RunConfig::of(const TrainOptions& o, std::vector<std::string> labels) {
   RunConfig c;
-  c.epochs = o.epochs;
-  c.batch_size = o.batch_size;
-  c.max_lr = o.max_lr;
-  c.seed = o.seed;
-  c.bn_mode = to_string(o.bn_mode);
-  c.mixed_precision = to_string(o.mixed_precision);
+  c.options = recorded_option_values(o);
+  // A resumed run may start in another folder: its files are recorded where they are.
+  for (const char* key : {"data", "pretrained", "tensorboard"}) {
+    std::string& path = c.options[key];
+    if (!path.empty()) path = std::filesystem::absolute(path).lexically_normal().string();
+  }
   c.labels = std::move(labels);
   return c;
 }
 
+void to_json(nlohmann::json& j, const RunConfig& c) {
+  j = {{"options", c.options}, {"labels", c.labels}};
+}
+
+void from_json(const nlohmann::json& j, RunConfig& c) {
+  j.at("labels").get_to(c.labels);
+  if (const auto it = j.find("options"); it != j.end()) {
+    it->get_to(c.options);
+    return;
+  }
+  // An older checkpoint: six settings under their own keys.
+  c.options.clear();
+  c.options["epochs"] = std::to_string(j.at("epochs").get<int64_t>());
+  c.options["batch-size"] = std::to_string(j.at("batch_size").get<int64_t>());
+  c.options["max-lr"] = format_number(j.at("max_lr").get<double>());
+  c.options["seed"] = std::to_string(j.at("seed").get<std::uint64_t>());
+  c.options["bn-mode"] = j.at("bn_mode").get<std::string>();
+  c.options["mixed-precision"] = j.at("mixed_precision").get<std::string>();
+}
+
 namespace {
 
-// The fields, listed once for both directions: f(key, member).
-template <class C, class F>
-void run_config_fields(C& c, F&& f) {
-  f("epochs", c.epochs);
-  f("batch_size", c.batch_size);
-  f("max_lr", c.max_lr);
-  f("seed", c.seed);
-  f("bn_mode", c.bn_mode);
-  f("mixed_precision", c.mixed_precision);
-  f("labels", c.labels);
+using Values = std::map<std::string, std::string>;
+
+/// "--batch-size 8 (<label>: 16), --epochs 4 (<label>: 5)": the run settings among `keys` that
+/// `saved` records and `current` gives otherwise; empty when none.
+std::string differing_settings(const Values& saved, const Values& current,
+                               const std::vector<std::string>& keys, const std::string& label) {
+  std::string text;
+  for (const std::string& key : keys) {
+    const auto was = saved.find(key);
+    const auto is = current.find(key);
+    if (was == saved.end() || is == current.end() || was->second == is->second) continue;
+    const auto shown = [](const std::string& v) { return v.empty() ? "(none)" : v; };
+    text += (text.empty() ? "" : ", ") + ("--" + key) + " " + shown(was->second) + " (" + label +
+            ": " + shown(is->second) + ")";
+  }
+  return text;
 }
 
 }  // namespace
 
-void to_json(nlohmann::json& j, const RunConfig& c) {
-  j = nlohmann::json::object();
-  run_config_fields(c, [&](const char* key, const auto& value) { j[key] = value; });
-}
-
-void from_json(const nlohmann::json& j, RunConfig& c) {
-  run_config_fields(c, [&](const char* key, auto& value) { j.at(key).get_to(value); });
+TrainOptions resume_options(const TrainOptions& options, const std::vector<std::string>& given,
+                            const RunConfig& saved, const std::string& checkpoint_path,
+                            bool finished) {
+  // Compared with paths made absolute, as recorded; taken as typed (this start's folder).
+  const Values current = RunConfig::of(options, {}).options;
+  const Values typed = recorded_option_values(options);
+  Values merged = saved.options;
+  for (const std::string& key : given)
+    if (const auto it = typed.find(key); it != typed.end()) merged[key] = it->second;
+  std::vector<std::string> compared;
+  for (const std::string& key : run_setting_keys())
+    if (std::find(given.begin(), given.end(), key) != given.end()) compared.push_back(key);
+  if (const std::string differ = differing_settings(saved.options, current, compared, "given");
+      !differ.empty()) {
+    std::string message =
+        "--resume: the run in " + options.out + " was started with other settings: " + differ +
+        "; leave these options out to continue it with its own (its "
+        "checkpoint " +
+        checkpoint_path + " holds them), or start a new run (--overwrite, or another --out)";
+    const auto epochs = saved.options.find("epochs");
+    if (finished && epochs != saved.options.end() && differ.find("--epochs ") != std::string::npos)
+      message += ". A finished run cannot be extended: its OneCycle schedule spanned its " +
+                 epochs->second +
+                 " epochs and has ended. To train on from its model, start a new run from it: "
+                 "--pretrained " +
+                 (std::filesystem::path(options.out) / "model.safetensors").string() +
+                 " --out NEW_DIR";
+    throw UsageError(message);
+  }
+  TrainOptions resumed = options_from_values(merged, checkpoint_path);
+  resumed.out = options.out;
+  resumed.resume = options.resume;
+  resumed.overwrite = options.overwrite;
+  resumed.config = options.config;
+  resumed.write_config = options.write_config;
+  if (resumed.data.empty())
+    throw UsageError(checkpoint_path +
+                     " does not record its --data (an older pets_train wrote it): give the "
+                     "run's options again, --data included");
+  return resumed;
 }
 
 namespace {
@@ -75,20 +137,10 @@ void check_resume_compatible(const std::string& path, const RunShape& saved, boo
     throw UsageError(path + ": its " + std::to_string(saved.config.labels.size()) +
                      " class labels differ from the " +
                      std::to_string(current.config.labels.size()) + " labels of " + data_path);
-  // In the order of the checkpoint's JSON keys, each shown as it is written there.
-  const auto differs = [&](const char* key, const nlohmann::json& was, const nlohmann::json& is) {
-    if (was != is)
-      throw UsageError(path + ": was written with " + key + " = " + was.dump() + ", this run has " +
-                       is.dump());
-  };
-  const RunConfig& s = saved.config;
-  const RunConfig& c = current.config;
-  differs("batch_size", s.batch_size, c.batch_size);
-  differs("bn_mode", s.bn_mode, c.bn_mode);
-  differs("epochs", s.epochs, c.epochs);
-  differs("max_lr", s.max_lr, c.max_lr);
-  differs("mixed_precision", s.mixed_precision, c.mixed_precision);
-  differs("seed", s.seed, c.seed);
+  if (const std::string differ = differing_settings(saved.config.options, current.config.options,
+                                                    run_setting_keys(), "this run");
+      !differ.empty())
+    throw UsageError(path + ": written with other settings: " + differ);
   check_same_store(path, saved.store, current.store, data_path);
   if (saved.world_size != current.world_size && mid_epoch)
     throw UsageError(path + ": a mid-epoch checkpoint of " + std::to_string(saved.world_size) +

@@ -36,6 +36,7 @@
 #include "pets/util/error.hpp"
 #include "pets/util/log.hpp"
 #include "pets/util/memory.hpp"
+#include "pets/util/number_text.hpp"
 #include "pets/util/threads.hpp"
 
 namespace pets::train {
@@ -213,14 +214,14 @@ void Trainer::setup() {
 
   model_ = model::ResNet50d(loader_->num_classes());
   if (!options_.pretrained.empty()) {
-    const auto report =
-        agree_on_usage([&] { return model::load_state_dict(*model_, options_.pretrained); });
-    if (!report.skipped.empty())
-      log_.note("notice: " + options_.pretrained + ": head of another class count skipped (" +
-                std::to_string(report.skipped.size()) + " tensors); fc starts fresh for " +
-                std::to_string(loader_->num_classes()) + " classes");
+    log_.note("notice: " + model::load_report_text(agree_on_usage([&] {
+                return model::load_state_dict(*model_, options_.pretrained);
+              })));
   } else {
-    log_.note("warning: no --pretrained weights: the frozen backbone is randomly initialised");
+    log_.note(
+        "warning: no --pretrained weights: the frozen backbone is randomly initialised; "
+        "data/fetch_weights.sh DIR fetches timm's, then --pretrained "
+        "DIR/resnet50d.ra2_in1k.safetensors");
   }
   model_->freeze_backbone();
   model_->to_channels_last();
@@ -445,8 +446,8 @@ std::string Trainer::export_model(const char* name, const EpochMetrics* epoch) c
 TrainResult Trainer::report_finished() {
   TrainResult result;
   result.epochs = history_;
-  log_.note("--resume: the run in " + options_.out + " has finished all " +
-            std::to_string(options_.epochs) + " epochs; nothing to train");
+  log_.note("--resume: the run in " + options_.out + " has finished its " +
+            count_text(options_.epochs, "epoch") + "; nothing to train");
   if (!history_.empty()) log_.result(result_line(history_.back()));
   if (mpi_.rank() != 0) return result;
   // A run that stopped between its last checkpoint and its last files gets them now.

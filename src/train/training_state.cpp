@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <map>
 
 #include "pets/train/checkpoint.hpp"
@@ -107,6 +108,36 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
     throw UsageError(ckpt.path + ": '" + std::string(kRankBuffers) +
                      "' is not a [ranks, n] float64 tensor");
   return s;
+}
+
+TrainOptions options_to_run(const ParseResult& parsed) {
+  const TrainOptions& o = parsed.options;
+  if (o.resume == ResumeMode::kNo) return o;
+  std::optional<Checkpoint> ckpt;
+  try {
+    // Damaged checkpoints are named when the run opens them (Trainer::resume).
+    ckpt = load_latest_checkpoint(o.out, nullptr);
+  } catch (const IncompatibleCheckpoint&) {
+    if (!o.data.empty()) return o;  // refused, with the reason, when the run opens it
+    throw;
+  }
+  if (!ckpt) {
+    if (!o.data.empty()) return o;
+    std::error_code ec;
+    const bool folder = std::filesystem::is_directory(o.out, ec);
+    if (o.resume == ResumeMode::kYes)
+      throw UsageError(
+          "--resume: " +
+          (folder ? "no checkpoint in " + o.out + " can be read" : o.out + " does not exist") +
+          ", so there is no run to continue (and no --data for a new one)");
+    throw UsageError("the option '--data' is required: --out " + o.out +
+                     " holds no run to continue (--resume=auto)");
+  }
+  const TrainingState state = TrainingState::from_checkpoint(*ckpt);
+  const auto epochs = state.config.options.find("epochs");
+  const bool finished = !state.mid_epoch() && epochs != state.config.options.end() &&
+                        std::to_string(state.epoch) == epochs->second;
+  return resume_options(o, parsed.given, state.config, ckpt->path, finished);
 }
 
 }  // namespace pets::train

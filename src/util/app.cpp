@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/program_options/cmdline.hpp>
 #include <boost/program_options/errors.hpp>
 #include <cerrno>
 #include <cstdlib>
@@ -57,6 +58,11 @@ std::filesystem::path nearest_existing(std::filesystem::path path, struct stat& 
 
 }  // namespace
 
+int command_line_style() {
+  namespace style = boost::program_options::command_line_style;
+  return style::default_style & ~style::allow_guessing;
+}
+
 std::optional<std::string> input_file_problem(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return failed("cannot read ", path);
@@ -84,6 +90,19 @@ std::optional<std::string> output_file_problem(const std::string& path) {
 std::optional<std::string> output_folder_problem(const std::string& path) {
   struct stat st {};
   const std::filesystem::path target = without_trailing_slash(path);
+  // The nearest part of the path that is there: a symbolic link to nothing cannot be made into
+  // a folder (mkdir says only "File exists").
+  for (std::filesystem::path p = target;; p = folder_of(p)) {
+    if (::lstat(p.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode) && ::stat(p.c_str(), &st) != 0) {
+        std::error_code ec;
+        return in_quotes(p) + " is a symbolic link to " +
+               in_quotes(std::filesystem::read_symlink(p, ec)) + ", which does not exist";
+      }
+      break;
+    }
+    if (folder_of(p) == p) break;
+  }
   const std::filesystem::path existing = nearest_existing(target, st);
   if (::stat(existing.c_str(), &st) != 0) return failed("cannot make a folder in ", existing);
   if (!S_ISDIR(st.st_mode)) return in_quotes(existing) + " is a file, not a folder";

@@ -87,7 +87,8 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   const std::filesystem::path target(path);
   const std::string tmp = atomic_temp_path(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) PETS_ERROR("cannot create '" + tmp + "': " + errno_text());
+  if (fd < 0)
+    throw FileWriteError("cannot create '" + tmp + "': " + errno_text(), __FILE__, __LINE__);
   std::size_t written = 0;
   while (written < contents.size()) {
     const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
@@ -96,8 +97,9 @@ void write_file_atomically(const std::string& path, const std::string& contents)
       const std::string why = errno_text();
       ::close(fd);
       ::unlink(tmp.c_str());
-      PETS_ERROR("cannot write '" + tmp + "' (" + std::to_string(written) + " of " +
-                 std::to_string(contents.size()) + " bytes): " + why);
+      throw FileWriteError("cannot write '" + tmp + "' (" + std::to_string(written) + " of " +
+                               std::to_string(contents.size()) + " bytes): " + why,
+                           __FILE__, __LINE__);
     }
     written += static_cast<std::size_t>(n);
   }
@@ -106,13 +108,14 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   if (::close(fd) != 0 || !synced) {
     const std::string why = synced ? errno_text() : sync_error;
     ::unlink(tmp.c_str());
-    PETS_ERROR("cannot flush '" + tmp + "': " + why);
+    throw FileWriteError("cannot flush '" + tmp + "': " + why, __FILE__, __LINE__);
   }
   pause_if_asked(path, tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = errno_text();
     ::unlink(tmp.c_str());
-    PETS_ERROR("cannot rename '" + tmp + "' to '" + path + "': " + why);
+    throw FileWriteError("cannot rename '" + tmp + "' to '" + path + "': " + why, __FILE__,
+                         __LINE__);
   }
   fsync_folder(target.parent_path());
 }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "pets/util/number_text.hpp"
+
 namespace pets {
 
 int affinity_cpu_count() {
@@ -27,7 +29,7 @@ ThreadChoice choose_threads(int requested, int cores, int online, int local_rank
   } else if (requested > cores) {
     choice.threads = cores;
     choice.warning = "--threads " + std::to_string(requested) + " is more than the " +
-                     std::to_string(cores) + " cores this rank may use; using " +
+                     count_text(cores, "core") + " this rank may use; using " +
                      std::to_string(cores);
   } else {
     choice.threads = requested;

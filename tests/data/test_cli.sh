@@ -18,6 +18,15 @@ n=$(find imgs -maxdepth 1 -name '*.jpg' | wc -l)
 check_eq "pets_synth's .jpg files" "$n" $((37 * 3 + 12))
 [ -f imgs/British_Shorthair_3.jpg ] && [ -f imgs/american_pit_bull_terrier_1.jpg ] || fail "breed names"
 [ -f imgs/extra/Sphynx_1014.jpg ] && [ -f imgs/Persian_1011.JPG ] && [ -f imgs/Abyssinian_1010.mat ] || fail "quirks"
+# Into a folder that holds files: refused, nothing added (old and new files would mix).
+capture synth_again.log "$synth" --out imgs --per-class 1 --seed 2
+check_eq "pets_synth into a non-empty folder: exit status" "$status" 2
+grep -q "imgs is not empty" synth_again.log || { fail "pets_synth into a non-empty folder: no message saying so"; show synth_again.log; }
+check_eq "pets_synth's .jpg files after the refusal" "$(find imgs -maxdepth 1 -name '*.jpg' | wc -l)" $((37 * 3 + 12))
+# No abbreviations of option names (Boost's guessing): --per is not --per-class.
+capture synth_abbrev.log "$synth" --out abbrev --per 3
+check_eq "pets_synth --per 3: exit status" "$status" 2
+grep -q "unrecognised option '--per'" synth_abbrev.log || { fail "pets_synth --per: not refused as unknown"; show synth_abbrev.log; }
 
 # -np 1 and -np 2 give the same contents (h5dump minus the line naming the file and the file's own
 # random store_id; small images keep the text dump short).
@@ -31,6 +40,26 @@ check_eq "-np 2's summary with -np 1's file name" "$(sort <<<"${out2//np2.h5/np1
 diff <(dump_store np1.h5) <(dump_store np2.h5) >/dev/null ||
   fail "-np 1 and -np 2 stores differ"
 h5dump -a /schema_version np1.h5 | grep -c "(0): 2" >/dev/null || fail "schema_version attribute"
+# The decoder's warnings are counted as such, and only when there are some (a "0 with warnings"
+# read as if the class warning printed next were not counted).
+[[ "$out1" == *"; 1 decoded with warnings: leonberger_1009.jpg ("* ]] || fail "summary line's decoder warnings: $out1"
+
+# An existing store is replaced only with --overwrite (a new store_id: runs trained on it could no
+# longer resume).
+store_id() { h5dump -a /store_id "$1" | grep -o '"[0-9a-f]\{32\}"'; }
+id_before=$(store_id np1.h5)
+expect_usage "an existing --out" "--out np1.h5 exists; replace it with --overwrite" \
+  run_np 2 "$prep" --images imgs --out np1.h5 --max-side 64
+check_eq "store_id after the refusal" "$(store_id np1.h5)" "$id_before"
+expect_usage "an abbreviated --overwrite" "unrecognised option '--over'" \
+  run_np 2 "$prep" --images imgs --out np1.h5 --max-side 64 --over
+run_np 2 "$prep" --images imgs --out np1.h5 --max-side 64 --overwrite >overwrite.log 2>&1 ||
+  { fail "--overwrite exit $?"; show overwrite.log; }
+[ "$(store_id np1.h5)" != "$id_before" ] || fail "--overwrite did not write a new store"
+ln -s np2.h5 link.h5
+expect_usage "a symbolic link as --out" "--out link.h5 is a symbolic link" \
+  run_np 2 "$prep" --images imgs --out link.h5 --max-side 64 --overwrite
+[ -L link.h5 ] || fail "the link --out was replaced"
 # Written by 2 ranks in the checksummed format: superblock 3, every dataset with Fletcher32.
 h5dump -B -H np2.h5 | grep -q "SUPERBLOCK_VERSION 3" || fail "-np 2 store: not superblock version 3"
 checksummed=$(h5dump -p -H np2.h5 | grep -c "CHECKSUM FLETCHER32")
@@ -66,6 +95,8 @@ grep -q '^warning: two.h5: [0-9]* classes\? ha[sv]e\? no evaluation image: .*not
 # safetensors file: refused when the weights are loaded, after the data is opened).
 capture train_warn.log run_np 1 "$train" --data two.h5 --pretrained two.log --out train_warn
 check_eq "pets_train with a --pretrained that is no safetensors file: exit status" "$status" 2
+grep -q "^error: two.log: not a safetensors file" train_warn.log ||
+  { fail "pets_train: a --pretrained text file is not called 'not a safetensors file'"; show train_warn.log; }
 grep -q '^warning: two.h5: [0-9]* classes\? ha[sv]e\? no evaluation image: .*not stratified' train_warn.log ||
   { fail "pets_train: no warning for classes without evaluation images"; show train_warn.log; }
 # The issue's folder: 4 good classes, a text file and a truncated JPEG with pet-like names.
@@ -77,7 +108,8 @@ labels=$(h5dump -a /label_names ghost.h5 | sed -n '/DATA {/,$p' | grep -Eo '"[A-
 check_eq "ghost folder: labels" "$labels" "Abyssinian Birman Bombay beagle "
 # Label ids do not depend on which broken files exist.
 rm ghost/Ghost_1.jpg ghost/Trunc_1.jpg
-run_np 2 "$prep" --images ghost --out clean.h5 --max-side 64 >/dev/null 2>&1 || fail "clean ghost folder exit $?"
+run_np 2 "$prep" --images ghost --out clean.h5 --max-side 64 >clean.log 2>&1 || fail "clean ghost folder exit $?"
+grep -q "clean.h5: [0-9]* stored, 0 skipped; .* 4 labels$" clean.log || { fail "a summary without decoder warnings does not end at the labels"; show clean.log; }
 diff <(h5dump -a /label_names ghost.h5 | tail -n +2) <(h5dump -a /label_names clean.h5 | tail -n +2) >/dev/null ||
   fail "label names change with broken files"
 

@@ -55,6 +55,15 @@ TEST(Safetensors, HeaderLengthLargerThanFile) {
   expect_error(make_file(kOne, 8, 10000), "header length 10000 at byte 0 exceeds the file");
 }
 
+// Another kind of file (here a JPEG's first bytes) is named as such, not by the length its
+// first 8 bytes would be.
+TEST(Safetensors, AnotherKindOfFileIsNotASafetensorsFile) {
+  const std::vector<uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0, 1};
+  expect_error(jpeg, "test.safetensors: not a safetensors file");
+  EXPECT_EQ(error_of(jpeg).find("header length"), std::string::npos) << error_of(jpeg);
+  expect_error(std::vector<uint8_t>(8, 0xFF), "not a safetensors file");
+}
+
 TEST(Safetensors, HugeHeaderLength) {
   expect_error(make_file(kOne, 8, uint64_t{1} << 63), "exceeds the file");
 }
@@ -242,6 +251,20 @@ TEST_F(SafetensorsDisk, HeadOfOtherClassCountIsSkippedAndKeptFresh) {
   EXPECT_EQ(report.skipped, (std::vector<std::string>{"fc.weight", "fc.bias"}));
   EXPECT_TRUE(torch::equal(fresh, target->fc->weight));
   EXPECT_TRUE(torch::equal(source->body->weight, target->body->weight));
+  EXPECT_EQ(pets::model::load_report_text(report),
+            "loaded 7 tensors from " + path("h.safetensors") +
+                ": the backbone; fc skipped (fc.weight is [1000, 3] there, [37, 3] here: another "
+                "class count), so the head starts fresh");
+}
+
+// What a load of the same class count says: every tensor, fc included.
+TEST_F(SafetensorsDisk, AWholeLoadIsReportedWithTheHead) {
+  Tiny source(37), target(37);
+  pets::model::write_tensors(path("w.safetensors"), pets::model::state_dict(*source));
+  const auto report = pets::model::load_state_dict(*target, path("w.safetensors"));
+  EXPECT_EQ(pets::model::load_report_text(report),
+            "loaded 9 tensors from " + path("w.safetensors") +
+                ": the backbone and fc (its shapes are this model's: its classes)");
 }
 
 }  // namespace

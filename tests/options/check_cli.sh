@@ -36,7 +36,7 @@ case "$case_name" in
       expect_text "$opt"
     done
     expect_text '(=3e-2)'
-    check_eq "ranks that printed the help" "$(grep -c -- '--max-lr' out)" 1
+    check_eq "ranks that printed the help" "$(grep -c -- '--max-lr arg' out)" 1
     no_abort_noise ;;
   unknown_option) expect_usage "$case_name" "--bogus" launch --data d.h5 --bogus ;;
   bad_value) expect_usage "$case_name" "--max-lr" launch --data d.h5 --max-lr abc ;;
@@ -55,6 +55,54 @@ case "$case_name" in
     expect_usage "$case_name" "--write-config nodir/c.cfg: no folder 'nodir'" \
       launch --data d.h5 --write-config nodir/c.cfg
     [ ! -e nodir ] || fail "a folder was made" ;;
+  write_config_existing)
+    # An existing file is replaced only when asked (--overwrite), and that request is not
+    # written into the file (it would make every run of the config start over).
+    echo "my notes" >c.cfg
+    expect_usage "$case_name" "--write-config c.cfg: the file exists; replace it with --overwrite" \
+      launch --data d.h5 --write-config c.cfg
+    check_eq "the existing file after a refusal" "$(cat c.cfg)" "my notes"
+    run --data d.h5 --epochs 3 --write-config c.cfg --overwrite
+    expect_status 0
+    grep -q '^epochs = 3$' c.cfg || fail "--overwrite did not replace the file"
+    grep -q '^overwrite = false$' c.cfg || fail "--overwrite was written into the config file" ;;
+  write_config_not_a_file)
+    # A symbolic link (the rename would replace the link, not its target), a FIFO, a device.
+    echo "target" >target.txt && ln -s target.txt link.cfg && mkfifo fifo.cfg
+    expect_usage "$case_name" "--write-config link.cfg: 'link.cfg' is a symbolic link" \
+      launch --data d.h5 --write-config link.cfg --overwrite
+    check_eq "the link's target" "$(cat target.txt)" "target"
+    [ -L link.cfg ] || fail "the link was replaced"
+    expect_usage "$case_name" "'fifo.cfg' exists and is not a regular file" \
+      launch --data d.h5 --write-config fifo.cfg --overwrite
+    [ -p fifo.cfg ] || fail "the FIFO was replaced"
+    expect_usage "$case_name" "'/dev/full' exists and is not a regular file" \
+      launch --data d.h5 --write-config /dev/full --overwrite
+    [ -c /dev/full ] || fail "/dev/full is no longer a device" ;;
+  write_config_own_input)
+    # The run's own data and weights, also under another name (a hard link).
+    printf 'store bytes' >d.h5 && printf 'weights' >w.safetensors && ln d.h5 same.h5
+    expect_usage "$case_name" "--write-config d.h5: it is the --data file of this run" \
+      launch --data d.h5 --write-config d.h5 --overwrite
+    expect_usage "$case_name" "--write-config same.h5: it is the --data file of this run" \
+      launch --data d.h5 --write-config same.h5 --overwrite
+    expect_usage "$case_name" "it is the --pretrained file of this run" \
+      launch --data d.h5 --pretrained w.safetensors --write-config w.safetensors --overwrite
+    check_eq "the data file" "$(cat d.h5)" "store bytes"
+    check_eq "the weights" "$(cat w.safetensors)" "weights" ;;
+  write_config_unwritable)
+    # A folder that takes no new file (/proc, even for root): one line, exit 2, no MPI_ABORT.
+    expect_usage "$case_name" "--write-config /proc/pets.cfg: " launch --data d.h5 --write-config /proc/pets.cfg
+    if grep -q '\.cpp:[0-9]' usage.log; then fail "the message names a source line"; show usage.log; fi ;;
+  abbreviation)
+    # Boost would take a prefix of an option name as the option: not here.
+    expect_usage "$case_name" "unrecognised option '--epoch'" launch --data d.h5 --epoch 3
+    expect_usage "$case_name" "unrecognised option '--over'" launch --data d.h5 --over ;;
+  help_resume)
+    run --help
+    expect_status 0
+    expect_text '--resume \[=yes|auto\] '
+    if grep -q -- '(=yes)\]\|auto(=' out; then fail "--help shows Boost's implicit value"; show out; fi ;;
   config_folder)
     mkdir -p cfgdir
     expect_usage "$case_name" "--config: 'cfgdir' is a folder, not a file" \

@@ -75,10 +75,10 @@ int body(int argc, char** argv) {
       if (rank == 0) std::printf("%s", result.help.c_str());
       return pets::kExitSuccess;
     case pets::train::Action::kWriteConfig:
-      if (rank == 0) {
-        pets::train::write_config_file(result.options, result.options.write_config);
-        std::printf("wrote %s\n", result.options.write_config.c_str());
-      }
+      pets::agree_on_usage([&] {
+        if (rank == 0) pets::train::write_config_file(result.options, result.options.write_config);
+      });
+      if (rank == 0) std::printf("wrote %s\n", result.options.write_config.c_str());
       return pets::kExitSuccess;
     case pets::train::Action::kTrain:
       if (rank == 0) std::printf("%s", pets::train::format_config(result.options).c_str());

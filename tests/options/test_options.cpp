@@ -205,6 +205,86 @@ TEST(TrainOptions, RepeatedOption) {
 TEST(TrainOptions, MissingData) {
   EXPECT_MENTIONS(usage_error({}), "--data");
   EXPECT_MENTIONS(usage_error({"--epochs", "2"}), "--data");
+  // --resume takes it from the checkpoint (options_to_run).
+  EXPECT_EQ(parse({"--resume", "--out", "x"}).options.data, "");
+  EXPECT_EQ(parse({"--resume=auto"}).action, Action::kTrain);
+}
+
+// Boost's guessing would take `--epoch` for --epochs and `--over` for --overwrite.
+TEST(TrainOptions, AbbreviationsAreUnknownOptions) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--epoch", "3"}), "unrecognised option '--epoch'");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--over"}), "unrecognised option '--over'");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--res"}), "unrecognised option '--res'");
+  const std::string path = temp_path("abbrev.cfg");
+  write_file(path, "epoch = 3\n");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--config", path.c_str()}), "epoch");
+  std::remove(path.c_str());
+}
+
+// What was set (command line or --config) and what is a default: a resumed run takes the
+// latter from its checkpoint.
+TEST(TrainOptions, GivenOptionsAreKnown) {
+  const std::string path = temp_path("given.cfg");
+  write_file(path, "seed = 42\n");
+  const ParseResult r = parse({"--data", "d", "--epochs", "5", "--config", path.c_str()});
+  std::remove(path.c_str());
+  EXPECT_EQ(r.given, (std::vector<std::string>{"data", "epochs", "seed"}));
+  EXPECT_TRUE(parse({"--resume"}).given == std::vector<std::string>{"resume"});
+}
+
+TEST(TrainOptions, RecordedValuesReadBackAsTheSameOptions) {
+  TrainOptions o = parse({"--data", "d.h5", "--epochs", "3", "--max-lr", "0.1", "--seed",
+                          "18446744073709551615", "--bn-mode", "eval", "--threads", "2",
+                          "--pretrained", "w.safetensors", "--out", "o", "--resume"})
+                       .options;
+  const auto values = pets::train::recorded_option_values(o);
+  EXPECT_EQ(values.count("out") + values.count("resume") + values.count("overwrite"), 0u);
+  EXPECT_EQ(values.at("max-lr"), "0.1");
+  const TrainOptions back = pets::train::options_from_values(values, "ckpt");
+  EXPECT_EQ(pets::train::recorded_option_values(back), values);
+  EXPECT_EQ(back.out, TrainOptions{}.out);
+  EXPECT_EQ(back.resume, pets::train::ResumeMode::kNo);
+  EXPECT_EQ(pets::train::run_setting_keys(),
+            (std::vector<std::string>{"epochs", "batch-size", "max-lr", "mixed-precision", "seed",
+                                      "pretrained", "bn-mode"}));
+  EXPECT_EQ(
+      [] {
+        try {
+          pets::train::options_from_values({{"epochs", "0"}}, "out/ckpt-4.safetensors");
+        } catch (const pets::UsageError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      "out/ckpt-4.safetensors: --epochs must be positive, got 0");
+}
+
+TEST(TrainOptions, WriteConfigRefusesWhatItMustNotReplace) {
+  const std::string existing = temp_path("existing.cfg");
+  const std::string data = temp_path("store.h5");
+  write_file(existing, "mine");
+  write_file(data, "store");
+  EXPECT_EQ(usage_error({"--write-config", existing.c_str()}),
+            "--write-config " + existing +
+                ": the file exists; replace it with --overwrite, or name another file");
+  EXPECT_EQ(parse({"--write-config", existing.c_str(), "--overwrite"}).action,
+            Action::kWriteConfig);
+  EXPECT_EQ(usage_error({"--data", data.c_str(), "--write-config", data.c_str(), "--overwrite"}),
+            "--write-config " + data + ": it is the --data file of this run; name another file");
+  // --overwrite asks to replace the file; with --resume it is no contradiction here.
+  EXPECT_EQ(parse({"--write-config", existing.c_str(), "--overwrite", "--resume"}).action,
+            Action::kWriteConfig);
+  TrainOptions o;
+  o.overwrite = true;
+  pets::train::write_config_file(o, existing);
+  std::ifstream in(existing);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_MENTIONS(text.str(), "\noverwrite = false\n");
+  // A config file says what its relative paths are relative to.
+  EXPECT_MENTIONS(text.str(), "Relative paths are taken from the folder pets_train runs in");
+  std::remove(existing.c_str());
+  std::remove(data.c_str());
 }
 
 TEST(TrainOptions, BadEnumValues) {
@@ -471,6 +551,18 @@ TEST(TrainOptions, PathsAreCheckedBeforeTheRun) {
   EXPECT_EQ(message(), "--tensorboard " + file + ": '" + file + "' is a file, not a folder");
   o.tensorboard = file + "/tb";
   EXPECT_EQ(message(), "--tensorboard " + file + "/tb: '" + file + "' is a file, not a folder");
+  o.tensorboard = "";
+  // A symbolic link to nothing: named as such (mkdir would say only "File exists").
+  const std::string link = temp_path("dangling");
+  ASSERT_EQ(::symlink("no-such-folder", link.c_str()), 0);
+  o.out = link;
+  EXPECT_EQ(message(), "--out " + link + ": '" + link +
+                           "' is a symbolic link to 'no-such-folder', which does "
+                           "not exist");
+  o.out = link + "/run";
+  EXPECT_EQ(message(), "--out " + link + "/run: '" + link +
+                           "' is a symbolic link to 'no-such-folder', which does not exist");
+  std::remove(link.c_str());
   std::remove(data.c_str());
   std::remove(file.c_str());
 }

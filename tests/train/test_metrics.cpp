@@ -81,6 +81,8 @@ TEST(Metrics, RunSummaryNamesFinalAndBestEpochAndTheModel) {
   EXPECT_FALSE(
       std::regex_search(pets::train::run_summary_line({a}, 1.0, ""), std::regex("^epoch")));
   EXPECT_EQ(pets::train::run_summary_line({}, 1.0, ""), "[run] no epoch finished");
+  EXPECT_EQ(pets::train::run_summary_line({a}, 1.0, "m").substr(0, 26),
+            "[run] 1 epoch, final accur");
 }
 
 TEST(Metrics, JsonLinesRoundTripWithEveryKey) {

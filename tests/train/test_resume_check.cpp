@@ -44,7 +44,7 @@ TEST(ResumeCheck, TheSameRunResumesAnywhere) {
 TEST(ResumeCheck, OtherLabelsAreRefusedFirst) {
   RunShape current = run();
   current.config.labels.push_back("pug");
-  current.config.epochs = 9;  // also differs: the labels are named first
+  current.config.options["epochs"] = "9";  // also differs: the labels are named first
   EXPECT_EQ(refusal(run(), false, current),
             "out/ckpt-40.safetensors: its 3 class labels differ from the 4 labels of pets.h5");
   current = run();
@@ -52,26 +52,27 @@ TEST(ResumeCheck, OtherLabelsAreRefusedFirst) {
   EXPECT_NE(refusal(run(), false, current).find("labels differ"), std::string::npos);
 }
 
-TEST(ResumeCheck, EachSettingIsNamedWithBothValues) {
-  struct Case {
-    void (*change)(RunConfig&);
-    std::string message;
-  };
-  const Case cases[] = {
-      {[](RunConfig& c) { c.epochs = 5; }, "epochs = 4, this run has 5"},
-      {[](RunConfig& c) { c.batch_size = 16; }, "batch_size = 8, this run has 16"},
-      {[](RunConfig& c) { c.max_lr = 0.01; }, "max_lr = 0.03, this run has 0.01"},
-      {[](RunConfig& c) { c.seed = 7; }, "seed = 42, this run has 7"},
-      {[](RunConfig& c) { c.bn_mode = "eval"; }, R"(bn_mode = "train", this run has "eval")"},
-      {[](RunConfig& c) { c.mixed_precision = "bf16"; },
-       R"(mixed_precision = "no", this run has "bf16")"},
-  };
-  for (const Case& c : cases) {
-    RunShape current = run();
-    c.change(current.config);
-    EXPECT_EQ(refusal(run(), false, current),
-              "out/ckpt-40.safetensors: was written with " + c.message);
-  }
+TEST(ResumeCheck, EverySettingThatDiffersIsNamedAsAnOptionAtOnce) {
+  RunShape current = run();
+  current.config.options["epochs"] = "5";
+  current.config.options["batch-size"] = "16";
+  current.config.options["max-lr"] = "1e-2";
+  current.config.options["seed"] = "7";
+  current.config.options["bn-mode"] = "eval";
+  current.config.options["mixed-precision"] = "bf16";
+  current.config.options["pretrained"] = "/w/m.safetensors";
+  EXPECT_EQ(refusal(run(), false, current),
+            "out/ckpt-40.safetensors: written with other settings: --epochs 4 (this run: 5), "
+            "--batch-size 8 (this run: 16), --max-lr 3e-2 (this run: 1e-2), --mixed-precision "
+            "no (this run: bf16), --seed 42 (this run: 7), --pretrained (none) (this run: "
+            "/w/m.safetensors), --bn-mode train (this run: eval)");
+  // How a start runs is not a setting of the run.
+  current = run();
+  current.config.options["threads"] = "3";
+  current.config.options["eval-batch-size"] = "7";
+  current.config.options["device"] = "cpu";
+  current.config.options["data"] = "/elsewhere/pets.h5";  // the store's id decides
+  EXPECT_EQ(refusal(run(), true, current), "");
 }
 
 TEST(ResumeCheck, MidEpochNeedsTheSameRankCount) {
@@ -89,20 +90,143 @@ TEST(ResumeCheck, SameRanksOtherStepsIsAnotherDataSet) {
             "data set)");
 }
 
-TEST(ResumeCheck, ConfigJsonRoundTripsAndKeepsItsKeys) {
+TEST(ResumeCheck, ConfigJsonRoundTripsWithEveryOptionButHowItWasStarted) {
   const RunConfig c = run().config;
   const nlohmann::json j = c;
-  EXPECT_EQ(j.dump(),
-            R"({"batch_size":8,"bn_mode":"train","epochs":4,"labels":["abyssinian","beagle",)"
-            R"("boxer"],"max_lr":0.03,"mixed_precision":"no","seed":42})");
+  EXPECT_EQ(j.at("labels").dump(), R"(["abyssinian","beagle","boxer"])");
+  EXPECT_EQ(j.at("options").at("batch-size"), "8");
+  EXPECT_EQ(j.at("options").at("max-lr"), "3e-2");
+  EXPECT_EQ(j.at("options").at("threads"), "0");
+  for (const char* key : {"out", "resume", "overwrite"})
+    EXPECT_FALSE(j.at("options").contains(key));
   const RunConfig back = nlohmann::json::parse(j.dump()).get<RunConfig>();
-  RunShape a = run(), b = run();
-  b.config = back;
-  EXPECT_EQ(refusal(a, true, b), "");
-  EXPECT_EQ(back.max_lr, c.max_lr);
+  EXPECT_EQ(back.options, c.options);
   EXPECT_EQ(back.labels, c.labels);
   EXPECT_THROW(nlohmann::json::parse(R"({"epochs":4})").get<RunConfig>(),
                nlohmann::json::exception);
+}
+
+// A checkpoint written before the whole configuration was recorded: its six settings, read
+// under their option names, still checked.
+TEST(ResumeCheck, AnOlderCheckpointsSettingsAreRead) {
+  const RunConfig old =
+      nlohmann::json::parse(
+          R"({"batch_size":8,"bn_mode":"train","epochs":4,"labels":["abyssinian",)"
+          R"("beagle","boxer"],"max_lr":0.03,"mixed_precision":"no","seed":42})")
+          .get<RunConfig>();
+  EXPECT_EQ(old.options.at("max-lr"), "3e-2");
+  EXPECT_EQ(old.options.at("batch-size"), "8");
+  EXPECT_EQ(old.options.count("pretrained"), 0u);
+  RunShape saved = run();
+  saved.config = old;
+  EXPECT_EQ(refusal(saved, false, run()), "");
+  RunShape current = run();
+  current.config.options["seed"] = "1";
+  EXPECT_EQ(refusal(saved, false, current),
+            "out/ckpt-40.safetensors: written with other settings: --seed 42 (this run: 1)");
+}
+
+/// The options resume_options gives, or its refusal's message in `error`.
+pets::train::TrainOptions resumed(const pets::train::TrainOptions& given_options,
+                                  const std::vector<std::string>& given, bool finished,
+                                  std::string& error, const RunConfig& saved = run().config) {
+  error.clear();
+  try {
+    return pets::train::resume_options(given_options, given, saved, "out/ckpt-40.safetensors",
+                                       finished);
+  } catch (const pets::UsageError& e) {
+    error = e.what();
+  }
+  return {};
+}
+
+TEST(ResumeOptions, TheRunsOwnOptionsWhereNoneIsGiven) {
+  pets::train::TrainOptions saved_options;
+  saved_options.data = "/work/pets.h5";
+  saved_options.epochs = 4;
+  saved_options.batch_size = 8;
+  saved_options.mixed_precision = pets::train::MixedPrecision::kBf16;
+  saved_options.pretrained = "/w/resnet50d.safetensors";
+  saved_options.threads = 2;
+  const RunConfig saved = RunConfig::of(saved_options, {"a", "b"});
+  pets::train::TrainOptions command_line;  // `--resume --out out`
+  command_line.out = "out";
+  command_line.resume = pets::train::ResumeMode::kYes;
+  std::string error;
+  pets::train::TrainOptions o = resumed(command_line, {"resume"}, false, error, saved);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(o.data, "/work/pets.h5");
+  EXPECT_EQ(o.epochs, 4);
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kBf16);
+  EXPECT_EQ(o.pretrained, "/w/resnet50d.safetensors");
+  EXPECT_EQ(o.threads, 2);
+  EXPECT_EQ(o.out, "out");
+  EXPECT_EQ(o.resume, pets::train::ResumeMode::kYes);
+  // Given: how this start runs (any value) and the run's settings at the run's values.
+  command_line.threads = 1;
+  command_line.data = "moved/pets.h5";
+  command_line.epochs = 4;
+  o = resumed(command_line, {"threads", "data", "epochs"}, false, error, saved);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(o.threads, 1);
+  EXPECT_EQ(o.data, "moved/pets.h5");  // as typed: this start's folder
+  EXPECT_EQ(o.batch_size, 8);
+}
+
+TEST(ResumeOptions, EveryConflictIsNamedAtOnceAsAnOption) {
+  pets::train::TrainOptions command_line;
+  command_line.out = "out";
+  command_line.epochs = 5;
+  command_line.batch_size = 16;
+  command_line.seed = 42;  // the run's: no conflict
+  std::string error;
+  resumed(command_line, {"epochs", "batch-size", "seed"}, false, error);
+  EXPECT_EQ(error,
+            "--resume: the run in out was started with other settings: --epochs 4 (given: 5), "
+            "--batch-size 8 (given: 16); leave these options out to continue it with its own "
+            "(its checkpoint out/ckpt-40.safetensors holds them), or start a new run "
+            "(--overwrite, or another --out)");
+  // A default value given is given: refused too.
+  command_line = {};
+  command_line.out = "out";
+  resumed(command_line, {"batch-size"}, false, error);
+  EXPECT_NE(error.find("--batch-size 8 (given: 64)"), std::string::npos) << error;
+}
+
+TEST(ResumeOptions, AFinishedRunGivenMoreEpochsSaysHowToTrainOn) {
+  pets::train::TrainOptions command_line;
+  command_line.out = "out";
+  command_line.epochs = 6;
+  std::string error;
+  resumed(command_line, {"epochs"}, true, error);
+  EXPECT_NE(error.find("--epochs 4 (given: 6)"), std::string::npos) << error;
+  EXPECT_NE(error.find("A finished run cannot be extended: its OneCycle schedule spanned its 4 "
+                       "epochs and has ended. To train on from its model, start a new run from "
+                       "it: --pretrained out/model.safetensors --out NEW_DIR"),
+            std::string::npos)
+      << error;
+  resumed(command_line, {"epochs"}, false, error);  // not finished: no such sentence
+  EXPECT_EQ(error.find("cannot be extended"), std::string::npos) << error;
+}
+
+TEST(ResumeOptions, AnOlderCheckpointNeedsItsData) {
+  const RunConfig old =
+      nlohmann::json::parse(R"({"batch_size":8,"bn_mode":"train","epochs":4,"labels":[],)"
+                            R"("max_lr":0.03,"mixed_precision":"no","seed":42})")
+          .get<RunConfig>();
+  pets::train::TrainOptions command_line;
+  command_line.out = "out";
+  std::string error;
+  resumed(command_line, {}, false, error, old);
+  EXPECT_EQ(error,
+            "out/ckpt-40.safetensors does not record its --data (an older pets_train wrote it): "
+            "give the run's options again, --data included");
+  command_line.data = "pets.h5";
+  const pets::train::TrainOptions o = resumed(command_line, {"data"}, false, error, old);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(o.epochs, 4);
+  EXPECT_EQ(o.batch_size, 8);
 }
 
 // Another store with the same labels and steps per epoch (pets_preprocess run again, another

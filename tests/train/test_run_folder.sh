@@ -7,7 +7,8 @@
 #      both stores;
 #   4. --resume with a mistyped --out, or where every checkpoint is damaged, is refused (exit 2)
 #      and creates nothing; --resume=auto starts a run where there is none; a finished run resumed
-#      says so and prints its final line, exit 0, changing nothing.
+#      says so and prints its final line, exit 0, changing nothing, also given --out alone; given
+#      settings other than the run's, all are named at once; more --epochs say how to train on.
 # usage: test_run_folder.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
@@ -53,8 +54,22 @@ grep '^error:' usage.log | grep -q "run_a/ckpt-[0-9]*.safetensors was written fr
 run_np 2 "$train" "${common[@]}" --out run_a --resume > fin.out 2> fin.err ||
   { fail "resuming a finished run exit $?"; show fin.err; }
 check_eq "a finished run resumed prints its final line" "$(cat fin.out)" "$(tail -1 a.out)"
-grep -q "has finished all 2 epochs" fin.err || { fail "a finished run resumed does not say it is finished"; show fin.err; }
+grep -q "has finished its 2 epochs" fin.err || { fail "a finished run resumed does not say it is finished"; show fin.err; }
 [ "$(digest run_a)" = "$(digest run_a.copy)" ] || fail "resuming the finished run changed run_a"
+
+# 4e. --resume --out alone (issue 23, item 4): the checkpoint gives --data and every setting.
+run_np 2 "$train" --out run_a --resume > alone.out 2> alone.err ||
+  { fail "--resume --out alone exit $?"; show alone.err; }
+check_eq "--resume --out alone prints the final line" "$(cat alone.out)" "$(tail -1 a.out)"
+# Given settings that differ: every one named at once, spelled as options.
+expect_usage "a resume given other settings" \
+  "--resume: the run in run_a was started with other settings: --batch-size 4 (given: 8), --seed 42 (given: 3)" \
+  run_np 2 "$train" --out run_a --resume --batch-size 8 --seed 3 --threads 1
+# A finished run given more epochs: it cannot be extended; how to train on from its model.
+expect_usage "a finished run given more epochs" \
+  "A finished run cannot be extended: its OneCycle schedule spanned its 2 epochs and has ended. To train on from its model, start a new run from it: --pretrained run_a/model.safetensors --out NEW_DIR" \
+  run_np 2 "$train" --out run_a --resume --epochs 4
+[ "$(digest run_a)" = "$(digest run_a.copy)" ] || fail "the refused resumes changed run_a"
 
 # 2c. --overwrite: starts over (1 epoch this time); the earlier run's files go, the user's stay.
 echo "my notes" > run_a/notes.txt

@@ -37,7 +37,8 @@ check_eq "epoch numbers" "$(cut -d' ' -f2 a.out | tr -d ':' | tr '\n' ' ')" "0 1
 check_eq "lines in metrics.jsonl" "$(wc -l < run_a/metrics.jsonl)" 3
 [ -s run_a/model.safetensors ] || fail "no exported model"
 [ -s run_a/latest ] && [ -s "run_a/$(cat run_a/latest)" ] || fail "latest checkpoint missing"
-grep -q "randomly initialised" a.err || fail "no warning about the random backbone"
+grep -q "randomly initialised; data/fetch_weights.sh DIR fetches timm's, then --pretrained" a.err ||
+  { fail "no warning about the random backbone naming data/fetch_weights.sh and --pretrained"; show a.err; }
 # Chance is 33.33 % on 3 balanced classes; the synthetic classes differ in colour and shape.
 final=$(tail -1 a.out | cut -d' ' -f3)
 awk -v a="$final" 'BEGIN { exit !(a >= 60.0) }' || fail "final accuracy $final is not clearly above chance (33.33)"
@@ -58,9 +59,13 @@ start_stoppable() {
 }
 # resume_matches_uninterrupted NAME WHAT: resumes the stopped run_NAME; its accuracies (with the
 # stopped part's) and final weights must be run_a's, bitwise.
+# With resume_alone=1: --out and --resume alone, not the run's options.
+resume_alone=0
 resume_matches_uninterrupted() {
   local name=$1 what=$2 rc
-  run_np 2 "$train" "${common[@]}" --out "run_$name" --resume > "${name}2.out" 2> "${name}2.err" ||
+  local args=("${common[@]}")
+  [ "$resume_alone" -eq 1 ] && args=()
+  run_np 2 "$train" "${args[@]}" --out "run_$name" --resume > "${name}2.out" 2> "${name}2.err" ||
     { rc=$?; fail "resume $what exit $rc"; show "${name}2.err"; }
   grep -q "resumed from" "${name}2.err" || fail "resume $what did not report its checkpoint"
   cat "${name}1.out" "${name}2.out" > "$name.out"
@@ -98,7 +103,10 @@ wait "$np_pid"; status=$?
 echo "signal storm: $sent rounds of SIGUSR1 + SIGTERM, exit $status"
 [ "$status" -eq 75 ] || { fail "stop under repeated signals exited $status, not 75"; show s1.err; }
 [ "$sent" -ge 2 ] || fail "the job ended before a second signal was sent"
-resume_matches_uninterrupted s "after the signal storm"
+# Resumed with --out and --resume alone: the checkpoint gives --data and every setting.
+resume_alone=1
+resume_matches_uninterrupted s "after the signal storm, resumed with --out alone"
+resume_alone=0
 
 # 3b. One rank instead of two: also clearly above chance (same data, different augmentation
 #     streams and global batch, so not bitwise equal).
@@ -111,6 +119,8 @@ awk -v a="$final_one" -v b="$final" 'BEGIN { d = a - b; if (d < 0) d = -d; exit 
 run_np 1 "$train" --data pets.h5 --epochs 1 --batch-size 4 --pretrained run_a/model.safetensors --out run_d \
   > d.out 2> d.err || { fail "reloading the exported model failed (exit $?)"; show d.err; }
 grep -q "randomly initialised\|skipped" d.err && fail "exported model did not load as a full state dict"
+grep -q "^notice: loaded [0-9]* tensors from run_a/model.safetensors: the backbone and fc" d.err ||
+  { fail "the load of --pretrained is not reported"; show d.err; }
 
 # 4a. Evaluations run with BatchNorm folded into the convolutions (under --bn-mode train, folded
 #     from each epoch's synchronised statistics). Against the plain path (PETS_UNFOLDED): the

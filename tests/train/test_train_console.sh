@@ -26,7 +26,7 @@ steps=$(grep -cE "$progress_re" lines.err)
 all_steps=$(sed 's/^ckpt-0*\([0-9]*\)\.safetensors$/\1/' run_lines/latest 2> /dev/null)
 check_eq "progress lines at --progress-interval 0 (one per step)" "$steps" "${all_steps:-?}"
 ! grep -q $'\r' lines.err || fail "carriage returns in a log that is no terminal"
-grep -q -- "warning: --threads 1000 is more than the [0-9]* cores this rank may use; using [0-9]*" lines.err ||
+grep -q -- "warning: --threads 1000 is more than the [0-9]* cores\? this rank may use; using [0-9]*" lines.err ||
   { fail "no warning capping --threads 1000"; show lines.err; }
 summary=$(grep '^\[run\]' lines.err)
 final=$(tail -1 lines.out | cut -d' ' -f3)

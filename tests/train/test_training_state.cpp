@@ -81,6 +81,7 @@ TEST_F(TrainingStateTest, SavedAndReadBackUnchanged) {
     EXPECT_EQ(r.to_json(), s.to_json()) << r.to_json().dump();
     EXPECT_EQ(r.mid_epoch(), mid_epoch);
     EXPECT_EQ(r.config.labels, s.config.labels);
+    EXPECT_EQ(r.config.options, s.config.options);
     EXPECT_EQ(r.position.loss_sum, s.position.loss_sum);
     EXPECT_EQ(r.last_lr, s.last_lr);
     ASSERT_TRUE(r.grad_scaler);
@@ -164,7 +165,7 @@ TEST_F(TrainingStateTest, MissingPartsAreUsageErrorsNamingTheFile) {
         << key << ": " << message;
   }
   pets::train::Checkpoint c = base;
-  c.state["config"]["epochs"] = "three";
+  c.state["config"]["options"]["epochs"] = 3;  // a number where the text of an option is
   EXPECT_NE(refusal(c).find("bad checkpoint state"), std::string::npos);
   c = base;
   c.tensors.pop_back();  // adam.exp_avg_sq.1

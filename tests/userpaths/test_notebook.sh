@@ -40,7 +40,7 @@ run_notebook first 1
 run_notebook second 2
 ls -d nb/run-* >/dev/null 2>&1 || fail "no run folder under nb/"
 run_notebook again 1
-grep -q "has finished all 1 epochs" again.log again.ipynb 2>/dev/null ||
+grep -q "has finished its 1 epoch;" again.log again.ipynb 2>/dev/null ||
   { fail "run again, the finished run does not say it is finished"; show again.log; }
 grep -q "using $work/nb/pets.h5" again.ipynb || fail "run again, the notebook made its store anew"
 

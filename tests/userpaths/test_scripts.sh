@@ -92,6 +92,6 @@ PETS_PER_CLASS=3 demo demo4.log --epochs 1 --batch-size 16 --threads 1 --resume
 check_eq "pets_demo.sh --resume of the finished run: status" "$status" 0
 check_eq "pets_demo.sh --resume of the finished run: its final line" \
   "$(grep '^epoch [0-9]*: ' demo4.log)" "$(grep '^epoch [0-9]*: ' demo3.log)"
-[ "$status" -eq 0 ] && grep -q "has finished all 1 epochs" demo4.log || show demo4.log
+[ "$status" -eq 0 ] && grep -q "has finished its 1 epoch;" demo4.log || show demo4.log
 pass "pets_demo.sh run again starts its folder over on the same store, and --resume continues it"
 finish

@@ -30,6 +30,8 @@ TEST(Threads, ARequestAboveTheCoresIsCappedWithAWarning) {
   const pets::ThreadChoice c = choose_threads(1000, 2, 16, 2);
   EXPECT_EQ(c.threads, 2);
   EXPECT_EQ(c.warning, "--threads 1000 is more than the 2 cores this rank may use; using 2");
+  EXPECT_EQ(choose_threads(2, 1, 16, 1).warning,
+            "--threads 2 is more than the 1 core this rank may use; using 1");
 }
 
 TEST(Threads, LoaderWorkersOneOnTheCpuTheSpareCoresOnAGpu) {

@@ -33,6 +33,7 @@ struct PreprocessOptions {
   /// largest decoded size an image can have (3 * min(max_side^2, max_pixels)) images per rank,
   /// at least one.
   std::uint64_t max_memory = std::uint64_t{1} << 30;
+  bool overwrite = false;  ///< replace an existing --out (refused otherwise)
 };
 
 /// What a run did (identical on every rank).

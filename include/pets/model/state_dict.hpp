@@ -35,9 +35,20 @@ struct LoadOptions {
 };
 
 struct LoadReport {
+  std::string path;  ///< the file loaded
   std::vector<std::string> loaded;
   std::vector<std::string> skipped;  ///< head tensors left at their initial values
+  /// Why the head was skipped: "fc.weight is [1000, 2048] there, [37, 2048] here"; empty when it
+  /// was loaded.
+  std::string skip_reason;
+  std::string head;  ///< the resizable head's prefix without its dot ("fc"), for messages
 };
+
+/// One line for the user saying what `report`'s load did: "loaded 320 tensors from X: the
+/// backbone and fc (same shapes as this model's head)", or "loaded 318 tensors from X: the
+/// backbone; fc skipped (fc.weight is [1000, 2048] there, [37, 2048] here: another class count),
+/// so the head starts fresh".
+std::string load_report_text(const LoadReport& report);
 
 /// The safetensors metadata key that marks pets_train's checkpoints (train/checkpoint.cpp): they
 /// hold a training state, not a model's weights.

@@ -5,7 +5,9 @@
 /// is a pets::UsageError that names the option.
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "pets/util/progress.hpp"
 
@@ -48,7 +50,9 @@ struct TrainOptions {
   double progress_interval = 30;                ///< seconds between progress lines (kLines)
   std::string tensorboard;  ///< folder for TensorBoard event files (rank 0); empty: none
   ResumeMode resume = ResumeMode::kNo;  ///< continue from the latest checkpoint in `out`
-  bool overwrite = false;    ///< start afresh in an `out` that holds a run, removing its files
+  /// Start afresh in an `out` that holds a run, removing its files; with --write-config: replace
+  /// an existing FILE (and then not written into it).
+  bool overwrite = false;
   bool keep_best = false;    ///< also keep the best epoch's model as `out`/best.safetensors
   std::string config;        ///< the --config file read, if any (informational)
   std::string write_config;  ///< --write-config target; the program writes it and stops
@@ -65,15 +69,21 @@ enum class Action {
 struct ParseResult {
   Action action = Action::kTrain;
   TrainOptions options;
+  /// The training options set on the command line or in the --config file ("batch-size"); the
+  /// others are at their defaults. A resumed run takes those from its checkpoint.
+  std::vector<std::string> given;
   std::string help;  ///< the --help text (always filled)
 };
 
 /// Parses `argv[1..argc)` and, if --config is given, that file; the command line wins over the
-/// file. Throws pets::UsageError naming the option for: an unknown option or config key, a bad
-/// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
-/// unreadable config file or one naming a folder, a --write-config file whose folder is missing
-/// (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
-/// --overwrite. Does not touch the data file or the GPU (see check_paths, check_devices).
+/// file. Options are spelled out: no abbreviation (`--epoch`) is taken for an option. Throws
+/// pets::UsageError naming the option for: an unknown option or config key, a bad or
+/// out-of-range value, a repeated option, a missing --data (unless --help, --write-config or
+/// --resume, which takes it from the checkpoint), an unreadable config file or one naming a
+/// folder (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
+/// --overwrite (when training), and a --write-config FILE that must not be written
+/// (write_config_problem). Does not touch the data file or the GPU (see check_paths,
+/// check_devices).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
@@ -83,9 +93,32 @@ std::string train_options_help();
 /// counterpart). Options left at an empty default are written commented out.
 std::string format_config(const TrainOptions& options);
 
+/// What forbids writing the --write-config file `options.write_config`, or "": its folder is
+/// missing or not writable; it is a folder, a symbolic link, a FIFO, a device or anything but a
+/// regular file; it is the run's own --data or --pretrained file (also under another name); it
+/// is an existing file and --overwrite is not given.
+std::string write_config_problem(const TrainOptions& options);
+
 /// Writes format_config(options) to `path` atomically (pets::write_file_atomically), so a reader
-/// never sees half a file. Throws pets::Error on I/O failure.
+/// never sees half a file; `overwrite` (which says to replace `path`) is written as false. Throws
+/// pets::UsageError, one line naming --write-config, when the file cannot be written.
 void write_config_file(const TrainOptions& options, const std::string& path);
+
+/// Every option a run records, as text by key ("batch-size" -> "64"), as a config file holds
+/// it: all training options but --out, --resume and --overwrite, which say how this start was
+/// asked for.
+std::map<std::string, std::string> recorded_option_values(const TrainOptions& options);
+
+/// The keys of the options that are settings of a run ("epochs", "batch-size", "max-lr",
+/// "mixed-precision", "seed", "pretrained", "bn-mode"): they change what the run computes, so a
+/// resumed run keeps its own. The others say where and how one start of it runs.
+std::vector<std::string> run_setting_keys();
+
+/// The options `values` (recorded_option_values' form) give, every other one at its default,
+/// parsed and checked as a config file's are. Throws pets::UsageError naming `source` and the key
+/// for an unknown key or a bad value.
+TrainOptions options_from_values(const std::map<std::string, std::string>& values,
+                                 const std::string& source);
 
 /// The checks of the paths the options name, made at start (before the model is built):
 /// --data and --pretrained readable files, not folders; --out and --tensorboard folders that

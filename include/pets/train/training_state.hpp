@@ -65,4 +65,11 @@ struct TrainingState {
   static TrainingState from_checkpoint(const Checkpoint& checkpoint);
 };
 
+/// The options this start of pets_train runs with. A new run (--resume=no): those parsed. With
+/// --resume, when --out holds a checkpoint: the run's own, from its latest complete checkpoint,
+/// with those given on the command line or in --config (resume_options; a conflict is a
+/// pets::UsageError). Without one, those parsed; when they name no --data, a pets::UsageError
+/// saying there is no run to take it from. Reads files only; every rank may call it.
+TrainOptions options_to_run(const ParseResult& parsed);
+
 }  // namespace pets::train

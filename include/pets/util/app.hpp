@@ -25,6 +25,11 @@ inline constexpr int kExitUsage = 2;
 /// substitutes until the placeholder is gone. Found by fuzz/fuzz_config.cpp.
 std::string program_options_message(const boost::program_options::error& e);
 
+/// The command-line style every program parses with (boost::program_options::command_line_style):
+/// Boost's default without allow_guessing, so an abbreviation (`--epoch`, `--over`) is an
+/// unknown option rather than silently the option it starts.
+int command_line_style();
+
 /// What is wrong with reading `path` as a file, or nullopt: "cannot read 'x': <reason>" (missing,
 /// no permission), "'x' is a folder, not a file".
 std::optional<std::string> input_file_problem(const std::string& path);

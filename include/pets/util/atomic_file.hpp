@@ -11,9 +11,24 @@
 #include <string>
 #include <vector>
 
+#include "pets/util/error.hpp"
+
 namespace pets {
 
-/// Writes `contents` to `path` atomically; throws pets::Error naming the path on any failure
+/// write_file_atomically's failure. what() is stamped with the source line and rank (a fault);
+/// reason() is the bare "cannot create 'x': No such file or directory", for a caller that
+/// reports it as bad input.
+class FileWriteError : public Error {
+ public:
+  FileWriteError(const std::string& reason, const char* file, int line)
+      : Error(stamp(reason, file, line)), reason_(reason) {}
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
+
+/// Writes `contents` to `path` atomically; throws FileWriteError naming the path on any failure
 /// (the temporary file is removed, `path` is untouched).
 void write_file_atomically(const std::string& path, const std::string& contents);
 

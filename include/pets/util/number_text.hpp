@@ -33,4 +33,14 @@ inline std::string format_number(double value) {
   return s.substr(0, e + 1) + (negative ? "-" : "") + exponent;
 }
 
+/// "1 epoch", "2 epochs", "0 epochs": `count` and the noun in its number. `plural` defaults to
+/// `singular` + "s".
+inline std::string count_text(long long count, const std::string& singular,
+                              const std::string& plural = "") {
+  return std::to_string(count) + " " +
+         (count == 1       ? singular
+          : plural.empty() ? singular + "s"
+                           : plural);
+}
+
 }  // namespace pets
