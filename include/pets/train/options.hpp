@@ -72,7 +72,8 @@ struct ParseResult {
 /// or out-of-range value, a repeated option, a missing --data (unless --help/--write-config), an
 /// unreadable config file or one naming a folder, a --write-config file whose folder is missing
 /// (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
-/// --overwrite. Does not touch the data file or the GPU (see check_paths, check_devices).
+/// --overwrite. Does not touch the data file or the GPU (see check_paths, and
+/// check_devices in pets/train/backend.hpp).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
@@ -91,11 +92,6 @@ void write_config_file(const TrainOptions& options, const std::string& path);
 /// exist or can be made and that take new files (tried for real, leaving nothing behind). Throws
 /// pets::UsageError naming the option.
 void check_paths(const TrainOptions& options);
-
-/// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
-/// no CUDA device can be used (fp16 with `--device cpu` included). The trainer calls it with
-/// the CUDA device count it found (0 on a CPU build); throws pets::UsageError.
-void check_devices(const TrainOptions& options, int cuda_device_count);
 
 std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);
