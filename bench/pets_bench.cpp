@@ -449,7 +449,7 @@ json loader_bench(const Config& c, const std::string& store) {
   const c10::Device device =
       torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   lo.workers = c.loader_workers;
-  pets::train::configure_loader(lo, true, device);
+  pets::train::configure_loader(lo, true, /*pinned=*/device.is_cuda());
   json staging = pets::bench::measure_loader(lo, c.loader_epochs);
   staging["what"] = "read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
   staging["pinned"] = device.is_cuda();

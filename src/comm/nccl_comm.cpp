@@ -1,5 +1,4 @@
-#if defined(PETS_HAVE_NCCL)
-
+// NcclComm (pets/comm/nccl_comm.hpp); CMake compiles this file only where NCCL is found.
 #include "pets/comm/nccl_comm.hpp"
 
 #include <exception>
@@ -173,5 +172,3 @@ void NcclComm::check_async_error() {
 }
 
 }  // namespace pets::comm
-
-#endif  // PETS_HAVE_NCCL

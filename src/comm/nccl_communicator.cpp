@@ -1,6 +1,5 @@
 // The Communicator for CUDA tensors. Needs NCCL and a CUDA build of LibTorch (current stream,
-// device data pointers); on a CPU LibTorch this file compiles to nothing.
-#if defined(PETS_HAVE_NCCL) && defined(PETS_TORCH_CUDA)
+// device data pointers): CMake compiles this file only where both are found.
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -101,5 +100,3 @@ std::unique_ptr<Communicator> make_nccl_communicator(const MpiComm& mpi, int dev
 }
 
 }  // namespace pets::comm
-
-#endif

@@ -58,6 +58,22 @@ void agree_on_usage_error(const std::optional<std::string>& local_error) {
   throw UsageError(message);
 }
 
+std::string decide_on_rank_0(const std::function<std::string()>& task) {
+  int rank = 0;
+  PETS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  std::string result, error;
+  if (rank == 0) {
+    try {
+      result = task();
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  error = comm::broadcast_string(error, MPI_COMM_WORLD);
+  if (!error.empty()) throw UsageError(error);
+  return comm::broadcast_string(result, MPI_COMM_WORLD);
+}
+
 int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>& body,
                     const RunSettings& settings) {
   std::optional<comm::MpiEnvironment> environment;

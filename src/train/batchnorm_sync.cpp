@@ -4,6 +4,7 @@
 
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
+#include "pets/train/training_state.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -69,6 +70,32 @@ void scatter_rank_buffers(torch::nn::Module& module, const at::Tensor& all, int 
   for (const auto& b : module.named_buffers(true)) buffers.push_back(b.value());
   torch::NoGradGuard no_grad;
   unpack(all[rank], buffers);  // checks that the row holds exactly the model's buffers
+}
+
+BatchNormSync::BatchNormSync(torch::nn::Module& model, const comm::MpiComm& mpi,
+                             comm::Communicator& device_comm, bool train_mode)
+    : model_(model), mpi_(mpi), device_comm_(device_comm), train_mode_(train_mode) {}
+
+void BatchNormSync::synchronise() {
+  if (train_mode_ && mpi_.size() > 1) sync_batchnorm(model_, device_comm_);
+}
+
+void BatchNormSync::save(TrainingState& state) const {
+  for (const auto& b : model_.named_buffers(true)) state.model.emplace_back(b.key(), b.value());
+  // Mid-epoch, train-mode statistics differ per rank (they are averaged only before evaluation):
+  // keep every rank's, so that a resumed run continues each rank exactly.
+  if (state.mid_epoch() && mpi_.size() > 1) state.rank_buffers = gather_rank_buffers(model_, mpi_);
+}
+
+void BatchNormSync::restore(const TrainingState& state, const std::string& path) {
+  TrainingState::Tensors buffers;
+  for (const auto& b : model_.named_buffers(true)) buffers.emplace_back(b.key(), b.value());
+  state.restore_model_tensors(buffers, path);
+  if (!state.rank_buffers.defined()) return;
+  if (state.rank_buffers.size(0) != mpi_.size())
+    throw UsageError(path + ": a mid-epoch checkpoint of " +
+                     std::to_string(state.rank_buffers.size(0)) + " ranks; resume it with as many");
+  scatter_rank_buffers(model_, state.rank_buffers, mpi_.rank());
 }
 
 }  // namespace pets::train

@@ -5,17 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 
-#if defined(PETS_TORCH_CUDA)
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "pets/data/augment.hpp"
+#include "pets/train/cuda_parts.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -94,9 +87,7 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
 struct DeviceInput::Impl {
   at::Tensor scale;  ///< [1, 3, 1, 1] on the device
   at::Tensor shift;
-#if defined(PETS_TORCH_CUDA)
-  std::optional<c10::cuda::CUDAStream> stream;
-#endif
+  std::unique_ptr<InputStream> stream;  ///< CUDA only
 };
 
 DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dtype)
@@ -105,15 +96,12 @@ DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dt
   PETS_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf,
              std::string("device input: unsupported dtype ") + c10::toString(dtype));
   if (device_.is_cuda()) {
-#if defined(PETS_TORCH_CUDA)
+    const CudaParts* cuda = cuda_parts();
+    PETS_CHECK(cuda != nullptr, "device input: this LibTorch was built without CUDA");
     PETS_CHECK(torch::cuda::is_available(), "device input: CUDA device requested, none available");
-    if (!device_.has_index()) device_ = c10::Device(c10::kCUDA, c10::cuda::current_device());
+    impl_->stream = cuda->input_stream(device_);
+    device_ = impl_->stream->device();
     pinned_ = true;
-    // High priority: the input kernels are short and should slot in between the step's.
-    impl_->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_.index());
-#else
-    PETS_ERROR("device input: this LibTorch was built without CUDA");
-#endif
   } else {
     PETS_CHECK(device_.is_cpu(), "device input: unsupported device " + device_.str());
   }
@@ -146,37 +134,19 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
     end = std::max(end, s.offset + static_cast<std::int64_t>(s.height) * s.width * 3);
   }
   PETS_CHECK(end <= crops.bytes.numel(), "device input: crop slots run past the staged bytes");
-  PendingImages pending;
-  if (device_.is_cpu()) {
-    pending.images_ =
-        resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
-    return pending;
-  }
-#if defined(PETS_TORCH_CUDA)
-  const c10::cuda::CUDAStreamGuard guard(*impl_->stream);
-  // From pinned memory this copy is asynchronous; LibTorch's pinned allocator records it on the
-  // stream, so the host buffer is not handed out again before the copy has read it.
-  const at::Tensor on_device = crops.bytes.to(device_, at::kByte, /*non_blocking=*/true);
-  pending.images_ =
-      resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
-  auto ready = std::make_shared<at::cuda::CUDAEvent>();
-  ready->record(*impl_->stream);
-  pending.ready_ = std::move(ready);
-#endif
-  return pending;
+  if (!impl_->stream)
+    return PendingImages(
+        resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_));
+  return impl_->stream->submit(crops.bytes, [&](const at::Tensor& on_device) {
+    return resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
+  });
 }
 
 at::Tensor PendingImages::get() {
-#if defined(PETS_TORCH_CUDA)
-  if (ready_ && images_.is_cuda()) {
-    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(images_.device().index());
-    static_cast<at::cuda::CUDAEvent*>(ready_.get())->block(current);
-    // The images were allocated on the input stream; without this the allocator could hand
-    // their memory to the next batch while the step still reads them.
-    images_.record_stream(current);
+  if (ready_) {
+    ready_->hand_over(images_);
     ready_.reset();
   }
-#endif
   return images_;
 }
 

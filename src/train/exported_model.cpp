@@ -22,8 +22,8 @@ std::string float_text(float value) {
 }
 
 std::string float_list(const std::array<float, 3>& values) {
-  return "[" + float_text(values[0]) + ", " + float_text(values[1]) + ", " +
-         float_text(values[2]) + "]";
+  return "[" + float_text(values[0]) + ", " + float_text(values[1]) + ", " + float_text(values[2]) +
+         "]";
 }
 
 /// Reads a card's metadata, naming the file and the key in every refusal.
@@ -156,7 +156,8 @@ ModelCard read_model_card(const model::SafetensorsFile& file) {
   p.mean = read.channels("mean");
   p.std = read.channels("std");
   for (const float s : p.std)
-    if (!(s > 0)) read.refuse("std", "has a value that is not positive: '" + read.text("std") + "'");
+    if (!(s > 0))
+      read.refuse("std", "has a value that is not positive: '" + read.text("std") + "'");
   p.max_side = static_cast<int>(read.integer("max_side", 0));
   if (metadata.count("epoch") != 0) {
     EpochMetrics e;

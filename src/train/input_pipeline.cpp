@@ -20,22 +20,15 @@ struct StagedBytes {
   at::Tensor bytes;
 };
 
-bool pinned_for(const c10::Device& device) { return device.is_cuda(); }
-
 }  // namespace
 
-bool use_device_input(InputChoice choice, const c10::Device& device) {
-  return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
-}
-
-void configure_loader(data::LoaderOptions& options, bool device_input, const c10::Device& device) {
+void configure_loader(data::LoaderOptions& options, bool device_input, bool pinned) {
   if (!device_input) {
     options.output = data::LoaderOutput::kPixels;
     options.allocate_staging = nullptr;
     return;
   }
   options.output = data::LoaderOutput::kCrops;
-  const bool pinned = pinned_for(device);
   options.allocate_staging = [pinned](std::size_t bytes) {
     auto owner = std::make_shared<StagedBytes>();
     owner->bytes = at::empty({static_cast<std::int64_t>(bytes)},
@@ -47,14 +40,17 @@ void configure_loader(data::LoaderOptions& options, bool device_input, const c10
   };
 }
 
-InputPipeline::InputPipeline(data::Loader& loader, const c10::Device& device, bool device_input)
-    : loader_(loader), device_(device), device_input_(device_input) {
+InputPipeline::InputPipeline(data::Loader& loader, const c10::Device& device,
+                             std::unique_ptr<DeviceInput> input)
+    : loader_(loader), device_(device), input_(std::move(input)) {
   const data::LoaderOptions& lo = loader_.options();
   const bool crops = lo.output == data::LoaderOutput::kCrops;
-  PETS_CHECK(crops == device_input_ && (!crops || lo.allocate_staging),
+  PETS_CHECK(crops == device_input() && (!crops || lo.allocate_staging),
              std::string("input pipeline: the loader was not configured for the ") +
-                 (device_input_ ? "device" : "cpu") + " input path (configure_loader)");
-  if (device_input_) input_ = std::make_unique<DeviceInput>(device_, lo.image_size);
+                 (device_input() ? "device" : "cpu") + " input path (configure_loader)");
+  PETS_CHECK(
+      !input_ || (input_->device().type() == device_.type() && input_->size() == lo.image_size),
+      "input pipeline: the device input does not make the loader's images on " + device_.str());
 }
 
 InputPipeline::~InputPipeline() = default;
@@ -87,7 +83,7 @@ void InputPipeline::submit_next() {
 }
 
 std::optional<data::Batch> InputPipeline::next() {
-  if (!device_input_) {
+  if (!input_) {
     std::optional<data::Batch> b = loader_.next();
     current_images_ = at::Tensor();
     current_step_ = b ? b->step : -1;
@@ -112,7 +108,7 @@ at::Tensor InputPipeline::images(data::Batch& batch) {
   PETS_CHECK(batch.step == current_step_,
              "input pipeline: images of step " + std::to_string(batch.step) +
                  " asked for, the current batch is step " + std::to_string(current_step_));
-  if (!device_input_) return batch_images(batch, device_);
+  if (!input_) return batch_images(batch, device_);
   return current_images_;
 }
 

@@ -509,15 +509,4 @@ void check_paths(const TrainOptions& options) {
   }
 }
 
-void check_devices(const TrainOptions& options, int cuda_device_count) {
-  const bool fp16 = options.mixed_precision == MixedPrecision::kFp16;
-  if (fp16 && options.device == DeviceChoice::kCpu)
-    usage("--mixed-precision fp16 runs on CUDA only, not with --device cpu; use bf16 or no");
-  if (cuda_device_count > 0) return;
-  if (options.device == DeviceChoice::kCuda)
-    usage("--device cuda: no CUDA device is available to this build");
-  if (fp16)
-    usage("--mixed-precision fp16 needs a CUDA device and none is available; use bf16 or no");
-}
-
 }  // namespace pets::train

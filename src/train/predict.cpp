@@ -18,8 +18,8 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/safetensors.hpp"
 #include "pets/model/state_dict.hpp"
+#include "pets/train/backend.hpp"
 #include "pets/train/batch_tensors.hpp"
-#include "pets/train/device_choice.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
@@ -93,13 +93,13 @@ PredictParse parse_predict_options(int argc, const char* const* argv) {
   positional.add("inputs", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv)
-                  .options(all)
-                  .positional(positional)
-                  .style(po::command_line_style::default_style &
-                         ~po::command_line_style::allow_guessing)
-                  .run(),
-              vm);
+    po::store(
+        po::command_line_parser(argc, argv)
+            .options(all)
+            .positional(positional)
+            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+            .run(),
+        vm);
   } catch (const po::error& e) {
     usage(program_options_message(e) + " (see --help)");
   }
@@ -111,7 +111,8 @@ PredictParse parse_predict_options(int argc, const char* const* argv) {
   }
   PredictOptions& o = result.options;
   if (!vm.count("model") || vm["model"].as<std::string>().empty())
-    usage("the option '--model' is required: the model.safetensors of a pets_train run (see --help)");
+    usage(
+        "the option '--model' is required: the model.safetensors of a pets_train run (see --help)");
   o.model = vm["model"].as<std::string>();
   if (vm.count("inputs")) o.inputs = vm["inputs"].as<std::vector<std::string>>();
   if (o.inputs.empty()) usage("no image given: name image files or folders (see --help)");
@@ -137,8 +138,7 @@ std::vector<std::string> list_images(const std::vector<std::string>& inputs) {
   for (const std::string& input : inputs) {
     std::error_code ec;
     const fs::file_status status = fs::status(input, ec);
-    if (status.type() == fs::file_type::not_found)
-      usage("no file or folder '" + input + "'");
+    if (status.type() == fs::file_type::not_found) usage("no file or folder '" + input + "'");
     if (ec) usage("cannot read '" + input + "': " + ec.message());
     if (fs::is_regular_file(status)) {
       files.push_back(input);
@@ -153,8 +153,7 @@ std::vector<std::string> list_images(const std::vector<std::string>& inputs) {
         names.push_back(it->path().filename().string());
     }
     if (ec) usage("cannot list folder '" + input + "': " + ec.message());
-    if (names.empty())
-      usage("folder '" + input + "' holds no *.jpg, *.jpeg, *.png or *.gif file");
+    if (names.empty()) usage("folder '" + input + "' holds no *.jpg, *.jpeg, *.png or *.gif file");
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) files.push_back((fs::path(input) / name).string());
   }
@@ -248,9 +247,11 @@ int run_prediction(const PredictOptions& options, const comm::MpiComm& mpi) {
   const ThreadChoice threads = choose_threads(options.threads, mpi.local_size());
   if (!threads.warning.empty()) log.note("warning: " + threads.warning);
   torch::set_num_threads(threads.threads);
-  const std::vector<std::string> files = agree_on_usage([&] { return list_images(options.inputs); });
+  const std::vector<std::string> files =
+      agree_on_usage([&] { return list_images(options.inputs); });
   std::unique_ptr<Predictor> predictor = agree_on_usage([&] {
-    auto p = std::make_unique<Predictor>(options.model, pick_device(options.device, mpi.local_rank()));
+    auto p =
+        std::make_unique<Predictor>(options.model, pick_device(options.device, mpi.local_rank()));
     if (options.top_k > static_cast<int>(p->card().labels.size()))
       usage("--top-k " + std::to_string(options.top_k) + ": the model has " +
             std::to_string(p->card().labels.size()) + " classes");

@@ -4,6 +4,9 @@
 
 #include <csignal>
 #include <cstring>
+#include <utility>
+
+#include "pets/comm/communicator.hpp"
 
 namespace pets::train {
 namespace {
@@ -65,6 +68,21 @@ std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const s
 void reset_stop_signal() {
   g_stop_signal = 0;
   install(SIGINT, SA_RESETHAND);
+}
+
+StopAgreement::StopAgreement(comm::Communicator& comm, std::function<bool()> requested)
+    : comm_(comm), requested_(std::move(requested)) {
+  if (!requested_) requested_ = [] { return stop_signal() != 0; };
+}
+
+bool StopAgreement::record(bool any_rank_asked) {
+  agreed_ = agreed_ || any_rank_asked;
+  return agreed_;
+}
+
+bool StopAgreement::agree() {
+  if (!agreed_) agreed_ = comm_.sum_counter(requested_() ? 1 : 0) > 0;
+  return agreed_;
 }
 
 }  // namespace pets::train

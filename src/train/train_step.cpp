@@ -3,49 +3,16 @@
 #include <torch/torch.h>
 
 #include "pets/comm/communicator.hpp"
-#include "pets/compat/torch.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/adam.hpp"
 #include "pets/train/batch_tensors.hpp"
+#include "pets/train/training_state.hpp"
 #include "pets/train/verify_ranks.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
-namespace {
-
-/// Autocast for the frozen backbone (bf16 on the CPU; bf16 or fp16 on CUDA); the head and the
-/// loss stay in fp32.
-class AutocastScope {
- public:
-  AutocastScope(MixedPrecision mode, const torch::Device& device)
-      : on_(mode != MixedPrecision::kNo), device_(device.type()) {
-    if (on_) {
-      compat::set_autocast(device_, true,
-                           mode == MixedPrecision::kFp16 ? at::kHalf : at::kBFloat16);
-    }
-  }
-  ~AutocastScope() {
-    if (on_) compat::end_autocast(device_);
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool on_;
-  c10::DeviceType device_;
-};
-
-}  // namespace
-
-at::Tensor backbone_features(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
-                             const at::Tensor& images, MixedPrecision precision) {
-  torch::NoGradGuard no_grad;
-  AutocastScope autocast(precision, images.device());
-  return (folded ? folded->forward_features(images) : model.forward_features(images))
-      .to(torch::kFloat32);
-}
 
 TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
                      const OneCycleOptions& schedule, StepSettings settings)
@@ -70,8 +37,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
       torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device));
   if (batch.n > 0) {
     const torch::Tensor features =
-        backbone_features(model_, folded, images.defined() ? images : batch_images(batch, device),
-                          settings_.precision);
+        settings_.forward(model_, folded, images.defined() ? images : batch_images(batch, device));
     const auto loss = torch::nn::functional::cross_entropy(
         model_.forward_head(features), batch_labels(batch, device),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
@@ -106,6 +72,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   result.loss_sum = reduced[head_numel].item<double>();
   result.images = static_cast<int64_t>(global_n);
   result.lr = schedule_.lr();
+  last_lr_ = result.lr;
   // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
   // Accelerate, a skipped optimiser step also leaves the schedule where it is.
   result.skipped = scaler_ && !scaler_->unscale({fc->weight.grad(), fc->bias.grad()});
@@ -117,6 +84,38 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   adam_->zero_grad();
   result.stop = reduced[head_numel + 2].item<double>() > 0.0;
   return result;
+}
+
+void TrainStep::save(TrainingState& state) const {
+  for (const auto& p : model_.fc->named_parameters())
+    state.model.emplace_back("fc." + p.key(), p.value());
+  state.adam_steps = adam_->steps();
+  state.adam_exp_avg = adam_->exp_avg();
+  state.adam_exp_avg_sq = adam_->exp_avg_sq();
+  state.schedule_steps = schedule_.step_count();
+  state.last_lr = last_lr_;
+  if (scaler_) state.grad_scaler = GradScalerState{scaler_->scale(), scaler_->growth_tracker()};
+}
+
+void TrainStep::restore(const TrainingState& state, int64_t schedule_steps,
+                        const std::string& path) {
+  TrainingState::Tensors head;
+  for (const auto& p : model_.fc->named_parameters()) head.emplace_back("fc." + p.key(), p.value());
+  state.restore_model_tensors(head, path);
+  if (state.adam_exp_avg.size() != adam_->exp_avg().size())
+    throw UsageError(path + ": Adam moments of " + std::to_string(state.adam_exp_avg.size()) +
+                     " tensors, the head has " + std::to_string(adam_->exp_avg().size()));
+  const torch::Device device = model_.fc->weight.device();
+  std::vector<torch::Tensor> m, v;
+  for (std::size_t i = 0; i < state.adam_exp_avg.size(); ++i) {
+    m.push_back(state.adam_exp_avg[i].to(device));
+    v.push_back(state.adam_exp_avg_sq[i].to(device));
+  }
+  adam_->restore(m, v, state.adam_steps);
+  if (scaler_ && state.grad_scaler)
+    scaler_->restore(state.grad_scaler->scale, state.grad_scaler->growth_tracker);
+  last_lr_ = state.last_lr;
+  schedule_.set_step_count(schedule_steps);
 }
 
 }  // namespace pets::train

@@ -19,6 +19,30 @@ const char* const kExpAvgSq = "adam.exp_avg_sq.";
 
 }  // namespace
 
+TrainingState TrainingState::at(const RunShape& shape, int64_t epoch, const EpochPosition& position,
+                                std::vector<EpochMetrics> history) {
+  TrainingState s;
+  s.config = shape.config;
+  s.world_size = shape.world_size;
+  s.steps_per_epoch = shape.steps_per_epoch;
+  s.store = shape.store;
+  s.epoch = epoch;
+  s.position = position;
+  s.history = std::move(history);
+  return s;
+}
+
+void TrainingState::restore_model_tensors(const Tensors& targets, const std::string& path) const {
+  std::map<std::string, at::Tensor> saved(model.begin(), model.end());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : targets) {
+    const auto it = saved.find(name);
+    if (it == saved.end()) throw UsageError(path + ": no tensor 'model." + name + "'");
+    at::Tensor target = t;
+    target.copy_(it->second);
+  }
+}
+
 nlohmann::json TrainingState::to_json() const {
   nlohmann::json state = {{"config", config},
                           {"adam_steps", adam_steps},

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "pets/comm/mpi_comm.hpp"
+#include "pets/comm/program.hpp"
+#include "pets/util/error.hpp"
 
 namespace {
 
@@ -13,6 +15,24 @@ int world_size() {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;
+}
+
+TEST(DecideOnRank0, EveryRankGetsRankZerosAnswerOrItsUsageError) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int calls = 0;
+  EXPECT_EQ(pets::decide_on_rank_0([&] {
+              ++calls;
+              return std::string("rank ") + std::to_string(rank);
+            }),
+            "rank 0");
+  EXPECT_EQ(calls, rank == 0 ? 1 : 0);  // the others only hear the answer
+  try {
+    pets::decide_on_rank_0([&]() -> std::string { throw pets::UsageError("--out: locked"); });
+    FAIL() << "no usage error on rank " << rank;
+  } catch (const pets::UsageError& e) {
+    EXPECT_STREQ(e.what(), "--out: locked");
+  }
 }
 
 TEST(MpiComm, IsAPrivateDuplicateOfTheWorld) {

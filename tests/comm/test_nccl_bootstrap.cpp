@@ -3,8 +3,6 @@
 // collectives need one GPU per rank and run only where there are enough.
 #include <gtest/gtest.h>
 
-#if defined(PETS_HAVE_NCCL)
-
 #include <cctype>
 #include <cstring>
 #include <vector>
@@ -146,9 +144,3 @@ TEST(NcclComm, CollectivesOnTheGpu) {
 }
 
 }  // namespace
-
-#else
-
-TEST(NcclBootstrap, NotBuilt) { GTEST_SKIP() << "built without NCCL (PETS_HAVE_NCCL undefined)"; }
-
-#endif

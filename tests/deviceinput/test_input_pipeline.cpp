@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../data/data_test_util.hpp"
 #include "pets/data/loader.hpp"
+#include "pets/train/backend.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/util/error.hpp"
@@ -46,8 +48,12 @@ class InputPaths : public ::testing::Test {
     o.seed = 5;
     o.workers = 2;
     o.prefetch = 2;
-    pets::train::configure_loader(o, device_input, torch::kCPU);
+    pets::train::configure_loader(o, device_input, /*pinned=*/false);
     return o;
+  }
+  /// The device path's input on the CPU device.
+  static std::unique_ptr<pets::train::DeviceInput> on_device() {
+    return std::make_unique<pets::train::DeviceInput>(torch::kCPU, kSize);
   }
   static pets::data::testing::ScratchDir* dir_;
 };
@@ -76,7 +82,8 @@ TEST(InputChoiceRule, DevicePathOnlyWhenAskedOrOnCuda) {
 
 TEST_F(InputPaths, DevicePathMatchesCpuPathWithinTheStatedTolerance) {
   Loader cpu_loader(options(false)), device_loader(options(true));
-  InputPipeline cpu(cpu_loader, torch::kCPU, false), device(device_loader, torch::kCPU, true);
+  InputPipeline cpu(cpu_loader, torch::kCPU, nullptr),
+      device(device_loader, torch::kCPU, on_device());
   EXPECT_FALSE(cpu.device_input());
   EXPECT_TRUE(device.device_input());
   double worst = 0, mean_sum = 0;
@@ -120,7 +127,7 @@ TEST_F(InputPaths, DevicePathMatchesCpuPathWithinTheStatedTolerance) {
 
 TEST_F(InputPaths, ResumedEpochGivesTheSameBatches) {
   Loader loader(options(true));
-  InputPipeline input(loader, torch::kCPU, true);
+  InputPipeline input(loader, torch::kCPU, on_device());
   input.start_epoch(SplitKind::kTrain, 1);
   std::vector<at::Tensor> full;
   while (auto b = input.next()) full.push_back(input.images(*b).clone());
@@ -134,10 +141,14 @@ TEST_F(InputPaths, ResumedEpochGivesTheSameBatches) {
 
 TEST_F(InputPaths, RefusesAMismatchedLoaderOrAnotherStepsImages) {
   Loader pixels(options(false));
-  EXPECT_THROW(InputPipeline(pixels, torch::kCPU, true), pets::Error);
+  EXPECT_THROW(InputPipeline(pixels, torch::kCPU, on_device()), pets::Error);
   Loader crops(options(true));
-  EXPECT_THROW(InputPipeline(crops, torch::kCPU, false), pets::Error);
-  InputPipeline input(crops, torch::kCPU, true);
+  EXPECT_THROW(InputPipeline(crops, torch::kCPU, nullptr), pets::Error);
+  // A device input of another size than the loader's images.
+  EXPECT_THROW(InputPipeline(crops, torch::kCPU,
+                             std::make_unique<pets::train::DeviceInput>(torch::kCPU, kSize + 1)),
+               pets::Error);
+  InputPipeline input(crops, torch::kCPU, on_device());
   input.start_epoch(SplitKind::kEval, 0);
   auto first = input.next();
   auto second = input.next();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pets/comm/program.hpp"
+#include "pets/train/backend.hpp"
 #include "pets/train/options.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"

@@ -424,22 +424,6 @@ TEST(TrainOptions, ConfigFileErrors) {
                   "/nonexistent/x.cfg");
 }
 
-TEST(TrainOptions, DeviceChecksNeedAGpuWhereTheyMust) {
-  TrainOptions o;
-  o.data = "d";
-  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
-  o.mixed_precision = pets::train::MixedPrecision::kFp16;
-  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
-  EXPECT_NO_THROW(pets::train::check_devices(o, 1));
-  o.device = pets::train::DeviceChoice::kCpu;
-  EXPECT_THROW(pets::train::check_devices(o, 1), pets::UsageError);  // fp16 is CUDA only
-  o.mixed_precision = pets::train::MixedPrecision::kBf16;
-  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
-  o.device = pets::train::DeviceChoice::kCuda;
-  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
-  EXPECT_NO_THROW(pets::train::check_devices(o, 2));
-}
-
 TEST(TrainOptions, ProgressModeAndInterval) {
   const TrainOptions defaults = parse({"--data", "d"}).options;
   EXPECT_EQ(defaults.progress, pets::ProgressMode::kAuto);

@@ -6,6 +6,7 @@
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/train/batchnorm_sync.hpp"
+#include "pets/train/training_state.hpp"
 #include "pets/train/verify_ranks.hpp"
 #include "pets/util/error.hpp"
 
@@ -70,6 +71,46 @@ TEST_F(BatchNormSyncTest, EveryRanksBuffersGatheredAndRestored) {
   EXPECT_THROW(pets::train::scatter_rank_buffers(*wider, torch::zeros({2, 22}, torch::kFloat64), 0),
                pets::Error);
   EXPECT_THROW(pets::train::scatter_rank_buffers(*m, all, 2), pets::Error);
+}
+
+TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
+  torch::nn::Sequential m = model_of_rank(mpi_.rank());
+  pets::train::BatchNormSync sync(*m, mpi_, comm_, /*train_mode=*/true);
+  // Mid-epoch: the buffers by name, and every rank's (on rank 0).
+  pets::train::TrainingState mid;
+  mid.position.step = 3;
+  sync.save(mid);
+  ASSERT_EQ(mid.model.size(), 6u);  // running mean, var and count of both
+  EXPECT_EQ(mid.model[0].first, "0.running_mean");
+  ASSERT_TRUE(mid.rank_buffers.defined());
+  // At an epoch's end (after synchronise) the buffers alone.
+  pets::train::TrainingState end;
+  sync.save(end);
+  EXPECT_FALSE(end.rank_buffers.defined());
+  // Restored into a model of the other rank: this rank's own statistics again.
+  torch::nn::Sequential other = model_of_rank(1 - mpi_.rank());
+  pets::train::BatchNormSync restored(*other, mpi_, comm_, true);
+  pets::train::TrainingState saved = mid;
+  if (mpi_.rank() != 0)  // rank 0's gathered rows, as a resumed run reads them on every rank
+    saved.rank_buffers = torch::zeros_like(mid.rank_buffers);
+  MPI_Bcast(saved.rank_buffers.data_ptr(), static_cast<int>(saved.rank_buffers.numel()), MPI_DOUBLE,
+            0, mpi_.get());
+  for (auto& [name, t] : saved.model) t = t.clone();
+  restored.restore(saved, "ckpt");
+  EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
+  // A checkpoint of another rank count, a missing buffer: refused, naming the file.
+  pets::train::TrainingState three = saved;
+  three.rank_buffers = torch::zeros({3, saved.rank_buffers.size(1)}, torch::kFloat64);
+  EXPECT_THROW(restored.restore(three, "ckpt"), pets::UsageError);
+  pets::train::TrainingState missing = end;
+  missing.model.pop_back();
+  EXPECT_THROW(restored.restore(missing, "ckpt"), pets::UsageError);
+  // synchronise averages in train mode only.
+  pets::train::BatchNormSync eval_mode(*other, mpi_, comm_, false);
+  eval_mode.synchronise();
+  EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
+  sync.synchronise();
+  EXPECT_FALSE(torch::equal(buffers(*m), buffers(*model_of_rank(mpi_.rank()))));
 }
 
 TEST_F(BatchNormSyncTest, DigestCheckNamesTheRankThatDiffers) {

@@ -185,8 +185,8 @@ std::string parse_error(std::vector<const char*> args) {
 }
 
 TEST(PredictOptions, ParsesAndRefuses) {
-  const char* argv[] = {"pets_predict", "--model", "m.safetensors", "a.jpg", "--top-k",
-                        "3",            "dir",     "--device",      "cpu"};
+  const char* argv[] = {"pets_predict", "--model", "m.safetensors", "a.jpg", "--top-k", "3", "dir",
+                        "--device",     "cpu"};
   const auto parsed = pets::train::parse_predict_options(9, argv);
   EXPECT_FALSE(parsed.help);
   EXPECT_EQ(parsed.options.model, "m.safetensors");
@@ -216,9 +216,9 @@ TEST_F(ExportedModelTest, ImageListsKeepInputOrderAndSortFolders) {
   touch("single.bin");
   const std::string images = path("images");
   const auto files = pets::train::list_images({path("single.bin"), images});
-  EXPECT_EQ(files, (std::vector<std::string>{path("single.bin"), images + "/a_1.PNG",
-                                             images + "/b_2.jpg", images + "/c.JpEg",
-                                             images + "/d.gif"}));
+  EXPECT_EQ(files,
+            (std::vector<std::string>{path("single.bin"), images + "/a_1.PNG", images + "/b_2.jpg",
+                                      images + "/c.JpEg", images + "/d.gif"}));
   const auto error = [&](const std::string& input) {
     try {
       pets::train::list_images({input});

@@ -13,7 +13,9 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/adam.hpp"
 #include "pets/train/batch_tensors.hpp"
+#include "pets/train/stop_signal.hpp"
 #include "pets/train/train_step.hpp"
+#include "pets/train/training_state.hpp"
 #include "pets/util/error.hpp"
 
 namespace {
@@ -139,6 +141,62 @@ TEST_F(TrainStepTest, OneRanksStopRequestReachesEveryRank) {
   EXPECT_EQ(step.schedule().step_count(), 2);  // the step itself is taken
 }
 
+TEST_F(TrainStepTest, StopAgreementThroughTheStepAndOnItsOwn) {
+  const bool asks = mpi_.rank() == 1;
+  pets::train::StopAgreement stop(comm_, [asks] { return asks; });
+  EXPECT_FALSE(stop.agreed());
+  pets::model::ResNet50d model = make_model();
+  TrainStep step(*model, comm_, schedule(), StepSettings{});
+  pets::data::Batch mine = global_images(mpi_.rank() * 2, 2);
+  EXPECT_TRUE(stop.record(step.run(mine, stop.request()).stop));  // the step carried rank 1's
+  EXPECT_TRUE(stop.agree());  // agreed for good: no collective (rank 1 asks no more below)
+  pets::train::StopAgreement none(comm_, [] { return false; });
+  EXPECT_FALSE(none.agree());
+  EXPECT_FALSE(none.record(false));
+  pets::train::StopAgreement between(comm_, [asks] { return asks; });
+  EXPECT_TRUE(between.agree());  // one counter over the ranks
+}
+
+TEST_F(TrainStepTest, SavesAndRestoresItsOwnState) {
+  pets::model::ResNet50d model = make_model();
+  StepSettings fp16;
+  fp16.loss_scaling.emplace();
+  TrainStep step(*model, comm_, schedule(), fp16);
+  for (int i = 0; i < 2; ++i) {
+    pets::data::Batch mine = global_images(mpi_.rank() * 2, 2);
+    step.run(mine, [] { return false; });
+  }
+  pets::train::TrainingState state;
+  step.save(state);
+  ASSERT_EQ(state.model.size(), 2u);
+  EXPECT_EQ(state.model[0].first, "fc.weight");
+  EXPECT_EQ(state.model[1].first, "fc.bias");
+  EXPECT_EQ(state.adam_steps, 2);
+  EXPECT_EQ(state.schedule_steps, 2);
+  EXPECT_DOUBLE_EQ(state.last_lr, step.last_lr());
+  ASSERT_TRUE(state.grad_scaler.has_value());
+  EXPECT_EQ(state.grad_scaler->growth_tracker, 2);
+  for (auto& [name, t] : state.model) t = t.detach().clone();
+  // Into a fresh step: the same head, moments, schedule position and lr.
+  pets::model::ResNet50d fresh = make_model();
+  TrainStep resumed(*fresh, comm_, schedule(), fp16);
+  resumed.restore(state, 1, "ckpt");
+  EXPECT_TRUE(torch::equal(fresh->fc->weight, model->fc->weight));
+  EXPECT_TRUE(torch::equal(resumed.adam().exp_avg()[0], step.adam().exp_avg()[0]));
+  EXPECT_EQ(resumed.adam().steps(), 2);
+  EXPECT_EQ(resumed.schedule().step_count(), 1);  // where the caller says it continues
+  EXPECT_DOUBLE_EQ(resumed.last_lr(), step.last_lr());
+  EXPECT_EQ(resumed.scaler()->growth_tracker(), 2);
+  // Moments of another head, or no head at all: refused, naming the checkpoint.
+  pets::train::TrainingState short_moments = state;
+  short_moments.adam_exp_avg.pop_back();
+  short_moments.adam_exp_avg_sq.pop_back();
+  EXPECT_THROW(resumed.restore(short_moments, 0, "ckpt"), pets::UsageError);
+  pets::train::TrainingState no_head = state;
+  no_head.model.clear();
+  EXPECT_THROW(resumed.restore(no_head, 0, "ckpt"), pets::UsageError);
+}
+
 TEST_F(TrainStepTest, LossScalingByAPowerOfTwoChangesNothing) {
   pets::model::ResNet50d plain = make_model(), scaled = make_model();
   TrainStep a(*plain, comm_, schedule(), StepSettings{});
@@ -204,10 +262,9 @@ TEST_F(TrainStepTest, Bf16FeaturesAreFp32AndClose) {
   pets::model::ResNet50d model = make_model();
   pets::data::Batch b = global_images(0, 2);
   const torch::Tensor images = pets::train::batch_images(b, torch::kCPU);
-  const torch::Tensor fp32 =
-      pets::train::backbone_features(*model, nullptr, images, pets::train::MixedPrecision::kNo);
+  const torch::Tensor fp32 = pets::train::BackboneForward()(*model, nullptr, images);
   const torch::Tensor bf16 =
-      pets::train::backbone_features(*model, nullptr, images, pets::train::MixedPrecision::kBf16);
+      pets::train::BackboneForward(torch::kBFloat16)(*model, nullptr, images);
   EXPECT_EQ(fp32.scalar_type(), torch::kFloat32);
   EXPECT_EQ(bf16.scalar_type(), torch::kFloat32);
   EXPECT_EQ(fp32.sizes(), (std::vector<int64_t>{2, 2048}));

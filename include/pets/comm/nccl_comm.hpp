@@ -1,10 +1,9 @@
 #pragma once
 /// \file
 /// The NCCL backend: an RAII NCCL communicator bootstrapped over MPI, and (with a CUDA build of
-/// LibTorch, PETS_TORCH_CUDA) the Communicator for CUDA tensors. Everything here exists only when
-/// the build found CUDA and NCCL (PETS_HAVE_NCCL); include it under `#ifdef PETS_HAVE_NCCL`.
-
-#if defined(PETS_HAVE_NCCL)
+/// LibTorch) the Communicator for CUDA tensors. Everything here exists only in builds that found
+/// CUDA and NCCL: CMake compiles the sources that include it only there (the trainer reaches it
+/// through the backend's CUDA half, pets/train/cuda_parts.hpp).
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -72,12 +71,9 @@ class NcclComm {
   int uncaught_at_start_ = 0;
 };
 
-#if defined(PETS_TORCH_CUDA)
 /// The Communicator for CUDA tensors on `device`: collectives on the tensor's current CUDA
-/// stream; barrier and counters go through `mpi` (host values), which must outlive it.
+/// stream; barrier and counters go through `mpi` (host values), which must outlive it. Defined
+/// where LibTorch is a CUDA build too (nccl_communicator.cpp).
 std::unique_ptr<Communicator> make_nccl_communicator(const MpiComm& mpi, int device);
-#endif
 
 }  // namespace pets::comm
-
-#endif  // PETS_HAVE_NCCL

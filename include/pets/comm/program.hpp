@@ -79,4 +79,10 @@ auto agree_on_usage(Check&& check) -> decltype(check()) {
   }
 }
 
+/// Runs `task` on rank 0 of MPI_COMM_WORLD alone and gives every rank what it returned, or
+/// throws on every rank the UsageError it threw: for input that only rank 0 judges (a folder it
+/// locks), so the error is not "on 1 of N ranks". Other exceptions are faults of rank 0.
+/// Collective over MPI_COMM_WORLD.
+std::string decide_on_rank_0(const std::function<std::string()>& task);
+
 }  // namespace pets

@@ -6,6 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 namespace torch::nn {
 class Module;
 }
@@ -16,6 +18,8 @@ class MpiComm;
 }  // namespace pets::comm
 
 namespace pets::train {
+
+struct TrainingState;
 
 /// Averages every floating-point buffer of `module` (running mean and variance) over the ranks
 /// of `comm` and gives every rank rank 0's integer buffers (num_batches_tracked, equal on all
@@ -30,5 +34,32 @@ at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiC
 /// Row `rank` of a gather_rank_buffers() result back into `module`'s buffers. Throws
 /// pets::Error when the row's length does not match the buffers.
 void scatter_rank_buffers(torch::nn::Module& module, const at::Tensor& all, int rank);
+
+/// The BatchNorm statistics of a run's model (every buffer) on the ranks of `mpi`: averaged
+/// before each evaluation under --bn-mode train, and saved in and restored from checkpoints.
+class BatchNormSync {
+ public:
+  /// `device_comm` carries `model`'s buffers (on its device); `train_mode`: --bn-mode train,
+  /// where each rank's statistics see only its own batches. Both must outlive this.
+  BatchNormSync(torch::nn::Module& model, const comm::MpiComm& mpi, comm::Communicator& device_comm,
+                bool train_mode);
+
+  /// Before an evaluation: every rank gets the average (train mode, several ranks; collective).
+  void synchronise();
+  /// Adds the buffers to `state.model` under their state-dict names; with several ranks inside an
+  /// epoch (state.mid_epoch()), where they differ per rank, every rank's too
+  /// (state.rank_buffers, on rank 0). Collective over `mpi` then.
+  void save(TrainingState& state) const;
+  /// Restores the buffers from `state` (read from `path`), this rank's own row when it holds
+  /// every rank's. Throws pets::UsageError naming `path` when a buffer is missing or the
+  /// checkpoint holds another number of ranks.
+  void restore(const TrainingState& state, const std::string& path);
+
+ private:
+  torch::nn::Module& model_;
+  const comm::MpiComm& mpi_;
+  comm::Communicator& device_comm_;
+  bool train_mode_;
+};
 
 }  // namespace pets::train

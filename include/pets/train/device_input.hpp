@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "pets/data/image.hpp"
@@ -69,19 +70,31 @@ void copy_crop(const data::Image& image, const data::CropBox& box, std::uint8_t*
 /// Packs the crops into one new host buffer, page-locked when `pinned` (which needs CUDA).
 HostCrops stage_crops(const std::vector<CropSource>& crops, bool pinned);
 
+/// When the images of a submitted batch are ready: on CUDA, the event after the batch's last
+/// kernel on the input stream (pets/train/cuda_parts.hpp).
+class ImagesReady {
+ public:
+  virtual ~ImagesReady() = default;
+  /// Makes `images` safe to use on the calling thread's current stream: that stream waits (on
+  /// the device, not the host) for the input stream's work, and the tensor's memory is recorded
+  /// as in use there.
+  virtual void hand_over(at::Tensor& images) = 0;
+};
+
 /// The images of a submitted batch, possibly still being computed on the input stream.
 class PendingImages {
  public:
   PendingImages() = default;
-  /// The [n, 3, size, size] images, safe to use on the calling thread's current stream: on CUDA
-  /// that stream waits (on the device, not the host) for the input stream's work, and the
-  /// tensor's memory is recorded as in use there. On the CPU the work is already done.
+  /// `images`, ready when `ready` says so (null: already done, as on the CPU).
+  explicit PendingImages(at::Tensor images, std::shared_ptr<ImagesReady> ready = nullptr)
+      : images_(std::move(images)), ready_(std::move(ready)) {}
+  /// The [n, 3, size, size] images, safe to use on the calling thread's current stream
+  /// (ImagesReady::hand_over). On the CPU the work is already done.
   at::Tensor get();
 
  private:
-  friend class DeviceInput;
   at::Tensor images_;
-  std::shared_ptr<void> ready_;  ///< the CUDA event after the batch's last kernel; null on CPU
+  std::shared_ptr<ImagesReady> ready_;
 };
 
 /// Uploads, resizes and normalises staged crops on one device.
@@ -89,7 +102,8 @@ class DeviceInput {
  public:
   /// `size`: output side in pixels; `dtype`: float32, bfloat16 or float16 (the arithmetic is
   /// float32 throughout, converted once at the end). On a CUDA device, takes a stream of its
-  /// own from LibTorch's pool.
+  /// own from LibTorch's pool (pets/train/cuda_parts.hpp); throws pets::Error where the build or
+  /// the machine has no CUDA.
   DeviceInput(const c10::Device& device, int size, c10::ScalarType dtype = c10::ScalarType::Float);
   ~DeviceInput();
   DeviceInput(DeviceInput&&) noexcept;

@@ -61,7 +61,8 @@ struct ModelCard {
 };
 
 /// The card of a model trained and evaluated on `loader`'s store (its labels, and the
-/// preprocessing of its evaluation images); `epoch`: the epoch the model is from (best.safetensors).
+/// preprocessing of its evaluation images); `epoch`: the epoch the model is from
+/// (best.safetensors).
 ModelCard model_card(const data::Loader& loader, const EpochMetrics* epoch = nullptr);
 
 /// The card as safetensors metadata (the keys in this file's comment).

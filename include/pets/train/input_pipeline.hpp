@@ -18,33 +18,31 @@
 #include <optional>
 
 #include "pets/data/loader.hpp"
-#include "pets/train/options.hpp"
 
 namespace pets::train {
 
 class DeviceInput;
 class PendingImages;
 
-/// Whether `choice` takes the device path for a model on `device`: `device` always, `auto` on
-/// CUDA only, `cpu` never.
-bool use_device_input(InputChoice choice, const c10::Device& device);
-
 /// Sets the loader's output for the chosen path: on the device path, crops staged into memory
-/// that InputPipeline can upload (page-locked when `device` is CUDA). Call before the Loader is
-/// made from `options`.
-void configure_loader(data::LoaderOptions& options, bool device_input, const c10::Device& device);
+/// that InputPipeline can upload (page-locked when `pinned`); else the CPU path's pixels. Call
+/// before the Loader is made from `options`. (The backend decides both: backend.hpp.)
+void configure_loader(data::LoaderOptions& options, bool device_input, bool pinned);
 
 /// The batches of one loader, with their images on the model's device.
 class InputPipeline {
  public:
-  /// `loader` (which must outlive this) must have been configured by configure_loader with the
-  /// same `device_input` and `device`; throws pets::Error otherwise.
-  InputPipeline(data::Loader& loader, const c10::Device& device, bool device_input);
+  /// The images of `loader` (which must outlive this) on `device`: made by `input` (on the same
+  /// device) from the crops the loader stages, or, when it is null, from the loader's pixels. The
+  /// loader must have been configured by configure_loader for the same path; throws pets::Error
+  /// otherwise.
+  InputPipeline(data::Loader& loader, const c10::Device& device,
+                std::unique_ptr<DeviceInput> input);
   ~InputPipeline();
   InputPipeline(const InputPipeline&) = delete;
   InputPipeline& operator=(const InputPipeline&) = delete;
 
-  bool device_input() const { return device_input_; }
+  bool device_input() const { return input_ != nullptr; }
 
   /// Starts an epoch of `kind` from `first_step` (data::Loader::start_epoch).
   void start_epoch(data::SplitKind kind, std::int64_t epoch, std::int64_t first_step = 0);
@@ -66,8 +64,7 @@ class InputPipeline {
 
   data::Loader& loader_;
   c10::Device device_;
-  bool device_input_;
-  std::unique_ptr<DeviceInput> input_;
+  std::unique_ptr<DeviceInput> input_;  ///< null on the CPU path
   std::optional<data::Batch> ahead_;
   std::unique_ptr<PendingImages> ahead_images_;
   at::Tensor current_images_;

@@ -82,8 +82,8 @@ struct ParseResult {
 /// --resume, which takes it from the checkpoint), an unreadable config file or one naming a
 /// folder (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
 /// --overwrite (when training), and a --write-config FILE that must not be written
-/// (write_config_problem). Does not touch the data file or the GPU (see check_paths,
-/// check_devices).
+/// (write_config_problem). Does not touch the data file or the GPU (see check_paths, and
+/// check_devices in pets/train/backend.hpp).
 ParseResult parse_train_options(int argc, const char* const* argv);
 
 /// The --help text: every option with its default.
@@ -125,11 +125,6 @@ TrainOptions options_from_values(const std::map<std::string, std::string>& value
 /// exist or can be made and that take new files (tried for real, leaving nothing behind). Throws
 /// pets::UsageError naming the option.
 void check_paths(const TrainOptions& options);
-
-/// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
-/// no CUDA device can be used (fp16 with `--device cpu` included). The trainer calls it with
-/// the CUDA device count it found (0 on a CPU build); throws pets::UsageError.
-void check_devices(const TrainOptions& options, int cuda_device_count);
 
 std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);

@@ -7,7 +7,12 @@
 /// each end-of-epoch checkpoint, for a signal that came during the evaluation).
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+namespace pets::comm {
+class Communicator;
+}
 
 namespace pets::train {
 
@@ -27,5 +32,29 @@ std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const s
 
 /// Forgets a received signal and restores the SIGINT handler (tests).
 void reset_stop_signal();
+
+/// The ranks' agreement to stop, once agreed for good: through the collective of each training
+/// step (TrainStep::run carries request() in its allreduce; record() takes its answer) and,
+/// where no step runs (before each evaluation batch, after an end-of-epoch checkpoint), through
+/// one counter summed over `comm` (agree()).
+class StopAgreement {
+ public:
+  /// `requested`: whether this rank asks to stop; by default, whether a stop signal came.
+  explicit StopAgreement(comm::Communicator& comm, std::function<bool()> requested = nullptr);
+
+  /// This rank's request, for a collective that carries it to every rank.
+  const std::function<bool()>& request() const { return requested_; }
+  /// Takes what such a collective agreed; returns agreed().
+  bool record(bool any_rank_asked);
+  /// Unless already agreed, the ranks agree now (collective over `comm`); returns agreed().
+  bool agree();
+  /// Whether every rank knows that some rank asked to stop.
+  bool agreed() const { return agreed_; }
+
+ private:
+  comm::Communicator& comm_;
+  std::function<bool()> requested_;
+  bool agreed_ = false;
+};
 
 }  // namespace pets::train

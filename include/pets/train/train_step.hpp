@@ -11,11 +11,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
+#include "pets/train/backbone_forward.hpp"
 #include "pets/train/debug_switches.hpp"
 #include "pets/train/grad_scaler.hpp"
 #include "pets/train/onecycle.hpp"
-#include "pets/train/options.hpp"
 
 namespace pets::comm {
 class Communicator;
@@ -31,15 +32,10 @@ class FoldedBackbone;
 namespace pets::train {
 
 class Adam;
-
-/// The backbone's pooled features of channels-last `images` as fp32, through `folded` (BatchNorm
-/// folded in) when given, else through `model` in its current mode; no autograd, autocast to
-/// bf16 (CPU, CUDA) or fp16 (CUDA) under `precision`.
-at::Tensor backbone_features(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
-                             const at::Tensor& images, MixedPrecision precision);
+struct TrainingState;
 
 struct StepSettings {
-  MixedPrecision precision = MixedPrecision::kNo;  ///< the backbone's autocast
+  BackboneForward forward;  ///< the backbone's forward, with the run's autocast
   /// fp16: dynamic loss scaling with these settings; nothing for fp32 and bf16.
   std::optional<GradScalerOptions> loss_scaling;
   std::optional<FaultSpec> fault;  ///< PETS_INJECT_FAULT, checked before every allreduce
@@ -86,6 +82,16 @@ class TrainStep {
   const GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
   /// Steps whose averaged gradients were compared across ranks (PETS_VERIFY_RANKS).
   int64_t gradient_steps_verified() const { return verified_; }
+  /// The lr of the last step taken (restored on resume).
+  double last_lr() const { return last_lr_; }
+
+  /// Adds what the step trains and keeps to `state`: fc's parameters (state.model, under their
+  /// state-dict names), Adam's moments and update count, the schedule's position, last_lr() and,
+  /// under fp16, the loss scale.
+  void save(TrainingState& state) const;
+  /// Restores them from `state`, read from `path`; the schedule continues at `schedule_steps`.
+  /// Throws pets::UsageError naming `path` when they do not fit this head.
+  void restore(const TrainingState& state, int64_t schedule_steps, const std::string& path);
 
  private:
   model::ResNet50dImpl& model_;
@@ -95,6 +101,7 @@ class TrainStep {
   OneCycleSchedule schedule_;
   std::optional<GradScaler> scaler_;
   int64_t verified_ = 0;
+  double last_lr_ = 0.0;
 };
 
 }  // namespace pets::train

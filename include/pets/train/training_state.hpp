@@ -49,6 +49,11 @@ struct TrainingState {
   at::Tensor rank_buffers;
   std::vector<at::Tensor> adam_exp_avg, adam_exp_avg_sq;  ///< per head parameter
 
+  /// A state at `position` of `epoch` of the run `shape`, after the epochs of `history`; the
+  /// parts of the run add theirs (TrainStep::save, BatchNormSync::save).
+  static TrainingState at(const RunShape& shape, int64_t epoch, const EpochPosition& position,
+                          std::vector<EpochMetrics> history);
+
   bool mid_epoch() const { return position.step > 0; }
   /// The run as resume compares it.
   RunShape shape() const { return {config, world_size, steps_per_epoch, store}; }
@@ -59,6 +64,10 @@ struct TrainingState {
   Tensors tensors() const;
   /// Writes `<dir>/ckpt-<schedule_steps>.safetensors` and points `latest` at it; returns its path.
   std::string save(const std::string& dir) const;
+
+  /// Copies the saved values of `targets` (state-dict names, as in `model`) into them. Throws
+  /// pets::UsageError naming `path` and the tensor when one is missing.
+  void restore_model_tensors(const Tensors& targets, const std::string& path) const;
 
   /// Reads a checkpoint's state and tensors; throws pets::UsageError naming its path when a key
   /// or tensor is missing or of the wrong type.

@@ -8,6 +8,9 @@
 namespace pets::comm {
 class Communicator;
 }
+namespace torch::nn {
+class Module;
+}
 
 namespace pets::train {
 
@@ -16,5 +19,11 @@ namespace pets::train {
 /// lowest rank that differs.
 void check_same_on_all_ranks(comm::Communicator& comm, std::uint64_t digest,
                              const std::string& what);
+
+/// Throws pets::Error on every rank unless all ranks of `comm` hold the same `model` (a digest
+/// of every parameter and buffer; collective) at the evaluation of `epoch`; returns the line
+/// that says they do ("verify: epoch E: all N ranks hold model <digest>").
+std::string check_model_on_all_ranks(comm::Communicator& comm, const torch::nn::Module& model,
+                                     std::int64_t epoch);
 
 }  // namespace pets::train

@@ -1,0 +1,99 @@
+#pragma once
+/// \file
+/// Every device and precision decision of a run, made once from the options by make_backend:
+/// the device (--device), the communicator of its tensors (NCCL on CUDA, else MPI), where the
+/// input images are made (--input: the loader's staging and the InputPipeline), the backbone's
+/// autocast and its forward (--mixed-precision, with fp16's loss scaling). The CUDA parts come
+/// from sources CMake compiles only in CUDA builds (pets/train/cuda_parts.hpp); callers never
+/// test the build.
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pets/comm/communicator.hpp"
+#include "pets/train/backbone_forward.hpp"
+#include "pets/train/options.hpp"
+#include "pets/train/train_step.hpp"
+
+namespace pets::data {
+class Loader;
+struct LoaderOptions;
+}  // namespace pets::data
+
+namespace pets::train {
+
+class InputPipeline;
+
+/// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
+/// no CUDA device can be used (fp16 with `--device cpu` included), given the CUDA devices found
+/// (0 on a CPU build). Throws pets::UsageError.
+void check_devices(const TrainOptions& options, int cuda_device_count);
+
+/// --device: CUDA device local_rank % count when asked for or (auto) present, else the CPU.
+c10::Device pick_device(DeviceChoice choice, int local_rank, int cuda_device_count);
+/// The same with this process's CUDA devices, for a program whose only device option is --device
+/// (pets_predict): `--device cuda` without one throws pets::UsageError, as check_devices does.
+c10::Device pick_device(DeviceChoice choice, int local_rank);
+
+/// Whether `choice` takes the device input path for a model on `device`: `device` always, `auto`
+/// on CUDA only, `cpu` never.
+bool use_device_input(InputChoice choice, const c10::Device& device);
+
+/// The backbone's autocast under `precision`: bf16 or fp16, nothing for `no`.
+std::optional<c10::ScalarType> autocast_dtype(MixedPrecision precision);
+
+/// One run's device, communicators, input path and precision.
+class Backend {
+ public:
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  ~Backend();
+
+  const c10::Device& device() const { return device_; }
+  /// MPI: host tensors and counters (start-up broadcast, evaluation counts, rank checks).
+  comm::Communicator& host_comm() { return host_; }
+  /// The collectives on device() tensors (the step's allreduce, the BatchNorm sync): NCCL on a
+  /// GPU where the build has it, else host_comm().
+  comm::Communicator& device_comm() { return device_comm_ ? *device_comm_ : host_; }
+
+  /// The backbone's forward with the run's autocast (the step's and the evaluation's).
+  const BackboneForward& forward() const { return forward_; }
+  /// The step's precision: forward() and, under fp16, dynamic loss scaling.
+  StepSettings step_settings() const;
+
+  /// Whether the loader only stages crops, resized and normalised on device() (--input).
+  bool device_input() const { return device_input_; }
+  /// Sets the loader's output for the input path; call before the Loader is made.
+  void configure_loader(data::LoaderOptions& options) const;
+  /// The run's batches from `loader` (made from options configure_loader set), with their images
+  /// on device().
+  std::unique_ptr<InputPipeline> input_pipeline(data::Loader& loader) const;
+
+  /// Lines for the user about the choices (on rank 0's terminal).
+  std::vector<std::string> notices() const;
+
+ private:
+  friend std::unique_ptr<Backend> make_backend(const TrainOptions& options,
+                                               const comm::MpiComm& mpi);
+  Backend(const TrainOptions& options, const comm::MpiComm& mpi);
+
+  c10::Device device_;
+  comm::MpiCommunicator host_;
+  std::unique_ptr<comm::Communicator> device_comm_;  ///< null: host_
+  BackboneForward forward_;
+  bool loss_scaling_;
+  bool device_input_;
+};
+
+/// The backend of a run with `options` on this rank of `mpi` (which must outlive it): checks the
+/// options against the CUDA devices (check_devices), takes the device of the node-local rank and
+/// makes its communicator (collective over `mpi` on CUDA). Throws pets::UsageError (the same on
+/// every rank) when the options ask for what the machine lacks.
+std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi);
+
+}  // namespace pets::train

@@ -1,0 +1,53 @@
+#pragma once
+/// \file
+/// The backend's CUDA half behind one function, cuda_parts(): defined by src/train/cuda/*.cpp in
+/// builds with a CUDA LibTorch (CMake adds those sources only there) and by
+/// src/train/cuda_absent.cpp elsewhere, where there are no CUDA parts. make_backend
+/// (backend.hpp) and DeviceInput (device_input.hpp) ask it; nothing else knows whether the build
+/// has CUDA.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+
+namespace pets::comm {
+class Communicator;
+class MpiComm;
+}  // namespace pets::comm
+
+namespace pets::train {
+
+class PendingImages;
+
+/// DeviceInput's work on a CUDA device: a stream of its own, each batch's images marked ready by
+/// an event that the consumer's stream waits for (PendingImages::get).
+class InputStream {
+ public:
+  virtual ~InputStream() = default;
+  /// The stream's device, with its index.
+  virtual const c10::Device& device() const = 0;
+  /// On the stream: uploads `host` (a flat uint8 host buffer, page-locked) without blocking the
+  /// host, runs `work` on the uploaded bytes, and returns its result with the event after it.
+  virtual PendingImages submit(const at::Tensor& host,
+                               const std::function<at::Tensor(const at::Tensor&)>& work) = 0;
+};
+
+/// What only a CUDA build can make.
+class CudaParts {
+ public:
+  virtual ~CudaParts() = default;
+  /// The Communicator for tensors on CUDA device `index` (NCCL), or null where the build has no
+  /// NCCL. `mpi` (host values: barrier, counters) must outlive it.
+  virtual std::unique_ptr<comm::Communicator> device_comm(const comm::MpiComm& mpi,
+                                                          int index) const = 0;
+  /// A high-priority stream of the pool of `device` (a CUDA device; without an index, the
+  /// current one).
+  virtual std::unique_ptr<InputStream> input_stream(const c10::Device& device) const = 0;
+};
+
+/// The CUDA parts of this build, or null when it has none (a CPU LibTorch).
+const CudaParts* cuda_parts();
+
+}  // namespace pets::train

@@ -1,0 +1,41 @@
+#include "pets/train/backbone_forward.hpp"
+
+#include <torch/torch.h>
+
+#include "pets/compat/torch.hpp"
+#include "pets/model/folded.hpp"
+#include "pets/model/resnet50d.hpp"
+
+namespace pets::train {
+namespace {
+
+/// Autocast on the device of the images while it lives.
+class AutocastScope {
+ public:
+  AutocastScope(std::optional<c10::ScalarType> dtype, const torch::Device& device)
+      : on_(dtype.has_value()), device_(device.type()) {
+    if (on_) compat::set_autocast(device_, true, *dtype);
+  }
+  ~AutocastScope() {
+    if (on_) compat::end_autocast(device_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_;
+  c10::DeviceType device_;
+};
+
+}  // namespace
+
+at::Tensor BackboneForward::operator()(model::ResNet50dImpl& model,
+                                       const model::FoldedBackbone* folded,
+                                       const at::Tensor& images) const {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(autocast_, images.device());
+  return (folded ? folded->forward_features(images) : model.forward_features(images))
+      .to(torch::kFloat32);
+}
+
+}  // namespace pets::train

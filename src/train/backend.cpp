@@ -1,0 +1,112 @@
+#include "pets/train/backend.hpp"
+
+#include <torch/torch.h>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/train/cuda_parts.hpp"
+#include "pets/train/device_input.hpp"
+#include "pets/train/input_pipeline.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+namespace {
+
+[[noreturn]] void usage(const std::string& message) { throw UsageError(message); }
+
+const char* const kNoCudaDevice = "--device cuda: no CUDA device is available to this build";
+
+/// Staging for a CUDA device is page-locked, so that its upload runs without blocking the host.
+bool pinned_for(const c10::Device& device) { return device.is_cuda(); }
+
+}  // namespace
+
+void check_devices(const TrainOptions& options, int cuda_device_count) {
+  const bool fp16 = options.mixed_precision == MixedPrecision::kFp16;
+  if (fp16 && options.device == DeviceChoice::kCpu)
+    usage("--mixed-precision fp16 runs on CUDA only, not with --device cpu; use bf16 or no");
+  if (cuda_device_count > 0) return;
+  if (options.device == DeviceChoice::kCuda) usage(kNoCudaDevice);
+  if (fp16)
+    usage("--mixed-precision fp16 needs a CUDA device and none is available; use bf16 or no");
+}
+
+c10::Device pick_device(DeviceChoice choice, int local_rank, int cuda_device_count) {
+  if (choice == DeviceChoice::kCpu || cuda_device_count == 0) return c10::kCPU;
+  return {c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % cuda_device_count)};
+}
+
+c10::Device pick_device(DeviceChoice choice, int local_rank) {
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (choice == DeviceChoice::kCuda && count == 0) usage(kNoCudaDevice);
+  return pick_device(choice, local_rank, count);
+}
+
+bool use_device_input(InputChoice choice, const c10::Device& device) {
+  return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
+}
+
+std::optional<c10::ScalarType> autocast_dtype(MixedPrecision precision) {
+  switch (precision) {
+    case MixedPrecision::kNo:
+      return std::nullopt;
+    case MixedPrecision::kBf16:
+      return c10::ScalarType::BFloat16;
+    case MixedPrecision::kFp16:
+      return c10::ScalarType::Half;
+  }
+  return std::nullopt;
+}
+
+Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi)
+    : device_(c10::kCPU),
+      host_(mpi),
+      forward_(autocast_dtype(options.mixed_precision)),
+      // fp16 only: bf16 has fp32's range and needs no loss scaling.
+      loss_scaling_(options.mixed_precision == MixedPrecision::kFp16),
+      device_input_(false) {
+  const int count = static_cast<int>(torch::cuda::device_count());
+  check_devices(options, count);
+  device_ = pick_device(options.device, mpi.local_rank(), count);
+  if (device_.is_cuda()) {
+    const CudaParts* cuda = cuda_parts();
+    PETS_CHECK(cuda != nullptr, "a CUDA device in a build without CUDA");
+    device_comm_ = cuda->device_comm(mpi, device_.index());
+  }
+  device_input_ = use_device_input(options.input, device_);
+}
+
+Backend::~Backend() = default;
+
+StepSettings Backend::step_settings() const {
+  StepSettings settings;
+  settings.forward = forward_;
+  if (loss_scaling_) settings.loss_scaling.emplace();
+  return settings;
+}
+
+void Backend::configure_loader(data::LoaderOptions& options) const {
+  train::configure_loader(options, device_input_, pinned_for(device_));
+}
+
+std::unique_ptr<InputPipeline> Backend::input_pipeline(data::Loader& loader) const {
+  std::unique_ptr<DeviceInput> input;
+  if (device_input_) input = std::make_unique<DeviceInput>(device_, loader.options().image_size);
+  return std::make_unique<InputPipeline>(loader, device_, std::move(input));
+}
+
+std::vector<std::string> Backend::notices() const {
+  std::vector<std::string> out;
+  if (device_input_) out.push_back("input: crops resized and normalised on " + device_.str());
+  if (device_.is_cuda())
+    out.push_back("device: " + device_.str() + " on rank 0 (collectives: " +
+                  (device_comm_ ? device_comm_->backend() : host_.backend()) +
+                  "); every rank takes its local rank modulo the device count");
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi) {
+  return std::unique_ptr<Backend>(new Backend(options, mpi));
+}
+
+}  // namespace pets::train

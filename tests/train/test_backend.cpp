@@ -1,0 +1,79 @@
+// The backend's decisions (pets/train/backend.hpp), each from the options and the CUDA devices
+// found, and the backend a CPU machine gets; under mpiexec -n 2.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/train/backend.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+using pets::train::DeviceChoice;
+using pets::train::MixedPrecision;
+using pets::train::TrainOptions;
+
+TEST(Backend, DeviceChecksNeedAGpuWhereTheyMust) {
+  TrainOptions o;
+  o.data = "d";
+  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
+  o.mixed_precision = MixedPrecision::kFp16;
+  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
+  EXPECT_NO_THROW(pets::train::check_devices(o, 1));
+  o.device = DeviceChoice::kCpu;
+  EXPECT_THROW(pets::train::check_devices(o, 1), pets::UsageError);  // fp16 is CUDA only
+  o.mixed_precision = MixedPrecision::kBf16;
+  EXPECT_NO_THROW(pets::train::check_devices(o, 0));
+  o.device = DeviceChoice::kCuda;
+  EXPECT_THROW(pets::train::check_devices(o, 0), pets::UsageError);
+  EXPECT_NO_THROW(pets::train::check_devices(o, 2));
+}
+
+TEST(Backend, EachRankTakesItsLocalRankModuloTheDevices) {
+  EXPECT_EQ(pets::train::pick_device(DeviceChoice::kAuto, 3, 0), c10::Device(c10::kCPU));
+  EXPECT_EQ(pets::train::pick_device(DeviceChoice::kCpu, 1, 4), c10::Device(c10::kCPU));
+  EXPECT_EQ(pets::train::pick_device(DeviceChoice::kAuto, 5, 4), c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(pets::train::pick_device(DeviceChoice::kCuda, 2, 4), c10::Device(c10::kCUDA, 2));
+}
+
+TEST(Backend, AutocastOfEachPrecision) {
+  EXPECT_FALSE(pets::train::autocast_dtype(MixedPrecision::kNo).has_value());
+  EXPECT_EQ(pets::train::autocast_dtype(MixedPrecision::kBf16), c10::ScalarType::BFloat16);
+  EXPECT_EQ(pets::train::autocast_dtype(MixedPrecision::kFp16), c10::ScalarType::Half);
+}
+
+TEST(Backend, ACpuRunGetsMpiItsPrecisionAndItsInputPath) {
+  const pets::comm::MpiComm mpi;
+  TrainOptions o;
+  o.data = "d";
+  o.device = DeviceChoice::kCpu;
+  o.mixed_precision = MixedPrecision::kBf16;
+  o.input = pets::train::InputChoice::kDevice;
+  const auto backend = pets::train::make_backend(o, mpi);
+  EXPECT_TRUE(backend->device().is_cpu());
+  EXPECT_EQ(backend->device_comm().backend(), "mpi");
+  EXPECT_EQ(backend->device_comm().size(), 2);
+  EXPECT_EQ(&backend->device_comm(), &backend->host_comm());
+  EXPECT_EQ(backend->forward().autocast(), c10::ScalarType::BFloat16);
+  const pets::train::StepSettings step = backend->step_settings();
+  EXPECT_EQ(step.forward.autocast(), c10::ScalarType::BFloat16);
+  EXPECT_FALSE(step.loss_scaling.has_value());  // fp16 only
+  EXPECT_TRUE(backend->device_input());
+  pets::data::LoaderOptions lo;
+  backend->configure_loader(lo);
+  EXPECT_EQ(lo.output, pets::data::LoaderOutput::kCrops);
+  ASSERT_TRUE(static_cast<bool>(lo.allocate_staging));
+  o.input = pets::train::InputChoice::kAuto;  // the CPU path on the CPU
+  o.mixed_precision = MixedPrecision::kNo;
+  const auto plain = pets::train::make_backend(o, mpi);
+  EXPECT_FALSE(plain->device_input());
+  EXPECT_FALSE(plain->forward().autocast().has_value());
+  plain->configure_loader(lo);
+  EXPECT_EQ(lo.output, pets::data::LoaderOutput::kPixels);
+  // What the machine lacks: the same usage error on every rank.
+  o.mixed_precision = MixedPrecision::kFp16;
+  EXPECT_THROW(pets::train::make_backend(o, mpi), pets::UsageError);
+}
+
+}  // namespace
