@@ -16,6 +16,14 @@
 ///                                    core, for reference);
 ///                  gpu               only with a CUDA device: the GPU half's images/s, the host
 ///                                    time of one submit(), stage() into pinned memory.
+///   resize         the device path's resize + normalise of one batch on the CPU device (one
+///                  thread, bf16 output, images at --side): the plain path, one LibTorch
+///                  interpolate per crop (resize_normalize_per_crop), against the batched one
+///                  (resize_normalize; --resize-tiles adds other tile sizes), per batch size
+///                  (--resize-batches, default 64,128), timed in alternation for --resize-rounds
+///                  rounds so that a shared machine's load falls on all alike; the load average
+///                  before and after; the ATen operators one batch calls (top-level, all, names).
+///                  --resize-only runs this section alone.
 ///   stored_size    per candidate longer side L: the crop-size distribution of RandomResizedCrop on
 ///                  4:3, 3:2 and 1:1 images (share of crops upscaled to 224, shorter side),
 ///                  bytes stored and uploaded, the per-image costs above at L, and the change of
@@ -30,15 +38,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "deviceinput/aten_op_counter.hpp"
 #include "pets/data/augment.hpp"
 #include "pets/data/image.hpp"
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"
+#include "pets/train/batch_resize.hpp"
 #include "pets/train/device_input.hpp"
 
 using json = nlohmann::json;
@@ -57,6 +70,10 @@ struct Config {
   int boxes = 20000;        // Monte Carlo boxes per stored size
   int fidelity_boxes = 48;  // crops compared against the original per stored size
   std::vector<int> sides = {512, 448, 384, 320, 288, 256};
+  std::vector<int> resize_batches = {64, 128};
+  std::vector<int> resize_tiles;  // beyond pets::train::kResizeTile
+  int resize_rounds = 3;
+  bool resize_only = false;
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -255,6 +272,81 @@ json gpu_costs(const std::vector<Image>& images, const Config& c) {
   return out;
 }
 
+/// The first figure of /proc/loadavg (-1 where there is none).
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double load = -1;
+  f >> load;
+  return load;
+}
+
+/// The resize section (see the file's header).
+json resize_costs(const Config& c) {
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const auto dtype = torch::kBFloat16;
+  json out = json::array();
+  for (const int batch : c.resize_batches) {
+    const std::vector<Image> images = stored_images(c.side, batch);
+    std::vector<pets::train::CropSource> sources;
+    for (int i = 0; i < batch; ++i) {
+      pets::data::Rng rng(pets::data::mix_seed({11, static_cast<std::uint64_t>(i)}));
+      sources.push_back({&images[i], pets::data::random_resized_crop_box(images[i].height,
+                                                                         images[i].width, rng)});
+    }
+    const pets::train::HostCrops staged = pets::train::stage_crops(sources, false);
+    std::vector<std::pair<std::string, std::function<at::Tensor()>>> variants;
+    variants.emplace_back("per_crop", [&] {
+      return pets::train::resize_normalize_per_crop(staged.bytes, staged.slots, c.size, norm.scale,
+                                                    norm.shift, dtype);
+    });
+    std::vector<int> tiles = {pets::train::kResizeTile};
+    for (int t : c.resize_tiles)
+      if (t != pets::train::kResizeTile) tiles.push_back(t);
+    for (const int tile : tiles)
+      variants.emplace_back(
+          tile == pets::train::kResizeTile ? "batched" : "batched_tile_" + std::to_string(tile),
+          [&, tile] {
+            return pets::train::resize_normalize(staged.bytes, staged.slots, c.size, norm.scale,
+                                                 norm.shift, dtype, tile);
+          });
+    json row;
+    row["batch"] = batch;
+    row["mean_crop_bytes"] = static_cast<double>(staged.bytes.numel()) / batch;
+    row["load_before"] = load_average();
+    const at::Tensor reference = variants.front().second().to(torch::kFloat32);
+    for (auto& [name, run] : variants) {
+      const pets::testing::AtenOpCounter counter;
+      const at::Tensor images_out = run();
+      row[name]["aten_ops_top"] = counter.ops().top;
+      row[name]["aten_ops_all"] = counter.ops().all;
+      row[name]["aten_top_names"] = counter.ops().top_names;
+      row[name]["aten_top_seconds"] = counter.ops().top_seconds;
+      row[name]["max_abs_diff_vs_per_crop"] =
+          (images_out.to(torch::kFloat32) - reference).abs().max().item<double>();
+    }
+    for (int round = 0; round < c.resize_rounds; ++round)
+      for (auto& [name, run] : variants) {
+        const json t = time_per_item([&] { (void)run(); }, batch, c);
+        row[name]["rounds"].push_back(t);
+      }
+    row["load_after"] = load_average();
+    for (auto& [name, run] : variants) {
+      (void)run;
+      std::vector<double> best, median;
+      for (const json& t : row[name]["rounds"]) {
+        best.push_back(t["us_best"].get<double>());
+        median.push_back(t["us_median"].get<double>());
+      }
+      std::sort(best.begin(), best.end());
+      std::sort(median.begin(), median.end());
+      row[name]["us_best"] = best.front();
+      row[name]["us_median_of_rounds"] = median[median.size() / 2];
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
 /// Where RandomResizedCrop's boxes fall on a height x width stored image.
 json crop_distribution(int height, int width, const Config& c) {
   pets::data::Rng rng(pets::data::mix_seed(
@@ -315,10 +407,21 @@ json fidelity(const Image& original, int side, const Config& c) {
               {"p999_abs_grey", diffs[static_cast<std::size_t>(0.999 * (diffs.size() - 1))]}};
 }
 
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> out;
+  for (std::size_t pos = 0; pos < s.size();) {
+    const std::size_t end = std::min(s.find(',', pos), s.size());
+    out.push_back(std::stoi(s.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  return out;
+}
+
 void usage() {
   std::fprintf(stderr,
                "usage: device_input_bench [--side N] [--images N] [--min-seconds S] "
-               "[--sides a,b,...] [--quick]\n");
+               "[--sides a,b,...] [--quick] [--resize-only] [--resize-batches a,b,...] "
+               "[--resize-tiles a,b,...] [--resize-rounds N]\n");
 }
 
 }  // namespace
@@ -341,19 +444,23 @@ int main(int argc, char** argv) {
     } else if (a == "--min-seconds") {
       c.min_seconds = std::stod(next());
     } else if (a == "--sides") {
-      c.sides.clear();
-      std::string s = next();
-      for (std::size_t pos = 0; pos < s.size();) {
-        const std::size_t end = std::min(s.find(',', pos), s.size());
-        c.sides.push_back(std::stoi(s.substr(pos, end - pos)));
-        pos = end + 1;
-      }
+      c.sides = int_list(next());
+    } else if (a == "--resize-batches") {
+      c.resize_batches = int_list(next());
+    } else if (a == "--resize-tiles") {
+      c.resize_tiles = int_list(next());
+    } else if (a == "--resize-rounds") {
+      c.resize_rounds = std::stoi(next());
+    } else if (a == "--resize-only") {
+      c.resize_only = true;
     } else if (a == "--quick") {
       c.images = 16;
       c.min_seconds = 0.2;
       c.boxes = 2000;
       c.fidelity_boxes = 4;
       c.sides = {512, 256};
+      c.resize_batches = {16};
+      c.resize_rounds = 1;
     } else {
       usage();
       return 2;
@@ -367,6 +474,24 @@ int main(int argc, char** argv) {
   report["config"] = {{"side", c.side},     {"size", c.size},
                       {"images", c.images}, {"min_seconds", c.min_seconds},
                       {"torch_threads", 1}, {"libtorch", TORCH_VERSION}};
+  {
+    const json resize = resize_costs(c);
+    report["resize"] = resize;
+    std::fprintf(stderr,
+                 "resize + normalise on the CPU device, bf16 (us/image best, median of "
+                 "rounds; ATen calls per batch):\n");
+    for (const json& row : resize)
+      for (const auto& [name, v] : row.items())
+        if (v.is_object())
+          std::fprintf(stderr, "  batch %3d %-16s %9.1f us %9.1f us  %4lld calls (%lld nested)\n",
+                       row["batch"].get<int>(), name.c_str(), v["us_best"].get<double>(),
+                       v["us_median_of_rounds"].get<double>(), v["aten_ops_top"].get<long long>(),
+                       v["aten_ops_all"].get<long long>());
+    if (c.resize_only) {
+      std::cout << report.dump(2) << "\n";
+      return 0;
+    }
+  }
   const json main_costs = path_costs(stored_images(c.side, c.images), c);
   report["device_input"] = main_costs;
   std::fprintf(stderr, "device_input at stored side %d (us/image best, img/s per core):\n", c.side);

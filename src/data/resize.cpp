@@ -6,21 +6,12 @@
 
 namespace pets::data {
 
-namespace {
-
-/// Per-output-sample filter taps over an input range, as PIL's precompute_coeffs.
-struct Taps {
-  std::vector<int> first;     ///< first input index of each output sample
-  std::vector<int> count;     ///< number of taps of each output sample
-  std::vector<float> weight;  ///< out_size * max_taps, normalised per sample
-  int max_taps = 0;
-};
-
-Taps bilinear_taps(int in_size, int out_size) {
+ResizeTaps bilinear_taps(int in_size, int out_size) {
+  PETS_CHECK(in_size > 0 && out_size > 0, "bilinear_taps: empty size");
   const double scale = static_cast<double>(in_size) / out_size;
   const double filter_scale = std::max(scale, 1.0);
   const double support = 1.0 * filter_scale;  // the triangle filter has support 1
-  Taps taps;
+  ResizeTaps taps;
   taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
   taps.first.resize(static_cast<std::size_t>(out_size));
   taps.count.resize(static_cast<std::size_t>(out_size));
@@ -48,16 +39,14 @@ Taps bilinear_taps(int in_size, int out_size) {
   return taps;
 }
 
-}  // namespace
-
 void resize_crop_bilinear(const std::uint8_t* src, int src_height, int src_width, CropBox box,
                           int out_height, int out_width, float* out) {
   PETS_CHECK(box.height > 0 && box.width > 0 && box.top >= 0 && box.left >= 0 &&
                  box.top + box.height <= src_height && box.left + box.width <= src_width,
              "resize_crop_bilinear: crop box outside the image");
   PETS_CHECK(out_height > 0 && out_width > 0, "resize_crop_bilinear: empty output size");
-  const Taps tx = bilinear_taps(box.width, out_width);
-  const Taps ty = bilinear_taps(box.height, out_height);
+  const ResizeTaps tx = bilinear_taps(box.width, out_width);
+  const ResizeTaps ty = bilinear_taps(box.height, out_height);
   // Horizontal pass over every row of the crop, then vertical (PIL's order).
   std::vector<float> tmp(static_cast<std::size_t>(box.height) * out_width * 3);
   for (int y = 0; y < box.height; ++y) {

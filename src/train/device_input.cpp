@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "pets/data/augment.hpp"
+#include "pets/train/batch_resize.hpp"
 #include "pets/train/cuda_parts.hpp"
 #include "pets/util/error.hpp"
 
@@ -47,43 +47,6 @@ HostCrops stage_crops(const std::vector<CropSource>& crops, bool pinned) {
   return out;
 }
 
-namespace {
-
-/// The device-side work of one batch, on the current stream of `bytes`' device.
-at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
-                            const at::Tensor& scale, const at::Tensor& shift,
-                            c10::ScalarType dtype) {
-  namespace F = torch::nn::functional;
-  const auto n = static_cast<std::int64_t>(slots.size());
-  const auto resize = F::InterpolateFuncOptions()
-                          .size(std::vector<std::int64_t>{size, size})
-                          .mode(torch::kBilinear)
-                          .align_corners(false)
-                          .antialias(true);
-  at::Tensor out = at::empty({n, 3, size, size}, bytes.options().dtype(at::kFloat),
-                             at::MemoryFormat::ChannelsLast);
-  // One conversion for the whole batch; the filter then runs on floats (its CUDA kernel takes no
-  // uint8). Each crop is a view, its HWC bytes seen as a channels-last [1, 3, h, w]. The CUDA
-  // kernel reads any strides; LibTorch 1.13's CPU kernel took about twice as long on such a view
-  // as on a contiguous copy (device_input_bench, loaded machine), so on the CPU we make one.
-  const at::Tensor values = bytes.to(at::kFloat);
-  const bool copy_crops = values.is_cpu();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const CropSlot& s = slots[static_cast<std::size_t>(i)];
-    at::Tensor crop = values.narrow(0, s.offset, static_cast<std::int64_t>(s.height) * s.width * 3)
-                          .view({1, s.height, s.width, 3})
-                          .permute({0, 3, 1, 2});
-    if (copy_crops) crop = crop.contiguous();
-    out.narrow(0, i, 1).copy_(F::interpolate(crop, resize));
-  }
-  // (v / 255 - mean) / std as the CPU path computes it: v * (1 / (255 std)) - mean / std.
-  out.mul_(scale).sub_(shift);
-  if (dtype != at::kFloat) out = out.to(dtype);  // keeps channels-last
-  return out;
-}
-
-}  // namespace
-
 struct DeviceInput::Impl {
   at::Tensor scale;  ///< [1, 3, 1, 1] on the device
   at::Tensor shift;
@@ -105,14 +68,9 @@ DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dt
   } else {
     PETS_CHECK(device_.is_cpu(), "device input: unsupported device " + device_.str());
   }
-  float scale[3], shift[3];
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = 1.0f / (255.0f * data::kStd[c]);
-    shift[c] = data::kMean[c] / data::kStd[c];
-  }
-  // clone: on the CPU, to() would return the view of these locals itself.
-  impl_->scale = torch::from_blob(scale, {1, 3, 1, 1}, torch::kFloat32).clone().to(device_);
-  impl_->shift = torch::from_blob(shift, {1, 3, 1, 1}, torch::kFloat32).clone().to(device_);
+  InputNormalization norm = input_normalization(device_);
+  impl_->scale = std::move(norm.scale);
+  impl_->shift = std::move(norm.shift);
 }
 
 DeviceInput::~DeviceInput() = default;

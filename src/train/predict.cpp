@@ -18,6 +18,7 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/safetensors.hpp"
 #include "pets/model/state_dict.hpp"
+#include "pets/train/backbone_forward.hpp"
 #include "pets/train/backend.hpp"
 #include "pets/train/batch_tensors.hpp"
 #include "pets/train/train_step.hpp"
@@ -217,8 +218,8 @@ std::vector<Prediction> Predictor::predict(const std::vector<std::string>& files
   if (readable.empty()) return out;
   batch.n = static_cast<int64_t>(readable.size());
   torch::NoGradGuard no_grad;
-  const at::Tensor features = backbone_features(*state_->model, state_->folded.get(),
-                                                batch_images(batch, device_), MixedPrecision::kNo);
+  const at::Tensor features =
+      BackboneForward()(*state_->model, state_->folded.get(), batch_images(batch, device_));
   const at::Tensor probabilities = torch::softmax(state_->model->forward_head(features), 1);
   const auto [values, indices] = probabilities.topk(top_k, 1);
   const at::Tensor v = values.cpu().contiguous(), k = indices.cpu().contiguous();

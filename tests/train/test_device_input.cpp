@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "deviceinput/aten_op_counter.hpp"
 #include "pets/data/augment.hpp"
 #include "pets/data/image.hpp"
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"
+#include "pets/train/batch_resize.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/util/error.hpp"
 
@@ -23,22 +25,24 @@ using pets::data::Image;
 using pets::train::CropSource;
 using pets::train::DeviceInput;
 using pets::train::HostCrops;
+using pets::train::resize_normalize;
+using pets::train::resize_normalize_per_crop;
 
 namespace {
 
 constexpr int kSize = 224;
 
 // Tolerances of the device path against the CPU path, in normalised units (one grey level is
-// 1 / (255 * std) = 0.0153 to 0.0175). Both resize with the same triangle filter, the same tap
-// ranges (PIL's truncating rule, which torch's antialias kernel copies) and normalised weights,
-// and normalise with the same float multiply-add; they differ only in rounding: the CPU path
-// computes sample centres and weights in double, torch in float (a centre near 1000 px is off by
-// up to ~1e-4 px, which on per-pixel noise moves a value by a few thousandths of a grey level),
-// and the summation orders differ. Measured over these 80 crops with Debian's LibTorch 1.13
-// (CPU): max |diff| 7.1e-5 (train) and 6.8e-5 (eval); mean |diff| over all crops 1.8e-6 and
-// 1.9e-6, over one crop at most 5.3e-6 and 4.7e-6. The bounds are about twice that, still a
-// hundred times below one grey level, so a one-pixel shift or a missing antialias filter (each
-// 0.01 or more; ToleranceDetectsAShiftOrAMissingAntialias) fails them.
+// 1 / (255 * std) = 0.0153 to 0.0175), set for LibTorch's antialiased interpolate (the per-crop
+// path, resize_normalize_per_crop): the same triangle filter and tap ranges, but sample centres
+// and weights in float where the CPU path uses double (a centre near 1000 px off by up to ~1e-4
+// px). Measured over these 80 crops with Debian's LibTorch 1.13 (CPU): max |diff| 7.1e-5 (train)
+// and 6.8e-5 (eval); mean |diff| over all crops 1.8e-6 and 1.9e-6, over one crop at most 5.3e-6
+// and 4.7e-6. The bounds are about twice that. The batched path DeviceInput now runs applies the
+// CPU path's own weights and differs only in the order of the sums: max |diff| 9.5e-7 (train and
+// eval), mean 1e-7. The bounds are a hundred times below one grey level, so a one-pixel shift or a
+// missing antialias filter (each 0.01 or more; ToleranceDetectsAShiftOrAMissingAntialias) fails
+// them.
 constexpr double kMaxAbs = pets::train::kInputMaxAbsDiff;            ///< any value
 constexpr double kCropMeanAbs = pets::train::kInputCropMeanAbsDiff;  ///< mean over one crop
 constexpr double kMeanAbs = pets::train::kInputMeanAbsDiff;  ///< mean over all crops of a test
@@ -108,6 +112,57 @@ std::string describe(const Image& img, const CropBox& box) {
   return std::to_string(img.height) + "x" + std::to_string(img.width) + " box " +
          std::to_string(box.top) + "," + std::to_string(box.left) + "," +
          std::to_string(box.height) + "x" + std::to_string(box.width);
+}
+
+/// The CPU path's result for one box (its resize and normalisation, HWC).
+std::vector<float> cpu_result(const CropSource& c, int size) {
+  std::vector<float> out(3 * static_cast<std::size_t>(size) * size);
+  pets::data::resize_crop_bilinear(c.image->pixels.data(), c.image->height, c.image->width, c.box,
+                                   size, size, out.data());
+  pets::data::normalize_hwc(out.data(), size, size, out.data());
+  return out;
+}
+
+/// `count` crops of every kind on `images`: random places and sides (about a quarter of the sides
+/// one pixel), then a whole image, a 1 x 1 crop, one row and one column.
+std::vector<CropSource> random_crops(const std::vector<Image>& images, std::uint64_t seed,
+                                     int count) {
+  pets::data::Rng rng(seed);
+  std::vector<CropSource> out;
+  auto side = [&](int most) {
+    return rng.uniform() < 0.25 ? 1 : static_cast<int>(rng.randint(1, most + 1));
+  };
+  for (int i = 0; i < count; ++i) {
+    const Image& img = images[static_cast<std::size_t>(rng.randint(0, images.size()))];
+    const int h = side(img.height), w = side(img.width);
+    out.push_back({&img,
+                   {static_cast<int>(rng.randint(0, img.height - h + 1)),
+                    static_cast<int>(rng.randint(0, img.width - w + 1)), h, w}});
+  }
+  const Image& big = images[images.size() / 2];
+  out.push_back({&big, {0, 0, big.height, big.width}});
+  out.push_back({&big, {big.height / 2, big.width / 3, 1, 1}});
+  out.push_back({&big, {big.height - 1, 0, 1, big.width}});
+  out.push_back({&big, {0, big.width - 1, big.height, 1}});
+  return out;
+}
+
+struct Stats {
+  double worst = 0, worst_crop_mean = 0, mean_sum = 0;
+  int crops = 0;
+  void add(const Diff& d) {
+    worst = std::max(worst, d.max_abs);
+    worst_crop_mean = std::max(worst_crop_mean, d.mean_abs);
+    mean_sum += d.mean_abs;
+    ++crops;
+  }
+  double mean() const { return crops ? mean_sum / crops : 0.0; }
+};
+
+/// Image i of two [n, 3, s, s] tensors compared.
+Diff compare_images(const at::Tensor& a, const at::Tensor& b, std::int64_t i) {
+  const at::Tensor d = (a[i].to(torch::kFloat64) - b[i].to(torch::kFloat64)).abs();
+  return {d.max().item<double>(), d.mean().item<double>()};
 }
 
 }  // namespace
@@ -277,6 +332,184 @@ TEST(DeviceInput, RejectsSlotsPastTheBuffer) {
   EXPECT_THROW(input.submit(staged), pets::Error);
 }
 
+// The batched resize (pets/train/batch_resize) against the plain per-crop path and the CPU path,
+// over crops of every size: enlarged and reduced (by up to 20x), one-pixel rows, columns and
+// squares, whole images, batches of one.
+TEST(BatchResize, MatchesPerCropAndCpuPathOverRandomCrops) {
+  const std::vector<Image> images = test_images();
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  Stats vs_cpu, vs_plain;
+  bool saw_upscale = false, saw_big_reduction = false, saw_one_pixel = false;
+  for (const int size : {224, 37}) {
+    const std::vector<CropSource> crops =
+        random_crops(images, static_cast<std::uint64_t>(size), 32);
+    // Batches of 9 (the last of 9 + 3 - 8 = 4): each pads to its own widest crop and window.
+    for (std::size_t first = 0; first < crops.size(); first += 9) {
+      const std::vector<CropSource> batch(
+          crops.begin() + static_cast<std::ptrdiff_t>(first),
+          crops.begin() + static_cast<std::ptrdiff_t>(std::min(first + 9, crops.size())));
+      const HostCrops staged = pets::train::stage_crops(batch, false);
+      const at::Tensor batched = resize_normalize(staged.bytes, staged.slots, size, norm.scale,
+                                                  norm.shift, torch::kFloat32);
+      const at::Tensor plain = resize_normalize_per_crop(staged.bytes, staged.slots, size,
+                                                         norm.scale, norm.shift, torch::kFloat32);
+      ASSERT_EQ(batched.sizes(), plain.sizes());
+      EXPECT_EQ(batched.scalar_type(), torch::kFloat32);
+      EXPECT_TRUE(batched.is_contiguous(at::MemoryFormat::ChannelsLast));
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const CropBox& b = batch[i].box;
+        saw_upscale |= std::min(b.height, b.width) < size;
+        saw_big_reduction |= std::min(b.height, b.width) > 2 * size;
+        saw_one_pixel |= std::min(b.height, b.width) == 1;
+        const auto k = static_cast<std::int64_t>(i);
+        const Diff d = compare(batched, k, cpu_result(batch[i], size));
+        EXPECT_LE(d.max_abs, kMaxAbs) << size << " " << describe(*batch[i].image, b);
+        EXPECT_LE(d.mean_abs, kCropMeanAbs) << size << " " << describe(*batch[i].image, b);
+        vs_cpu.add(d);
+        const Diff p = compare_images(batched, plain, k);
+        EXPECT_LE(p.max_abs, kMaxAbs) << size << " " << describe(*batch[i].image, b);
+        vs_plain.add(p);
+      }
+    }
+    // A batch of one crop: the largest, then a one-pixel column.
+    for (const std::size_t i : {crops.size() - 4, crops.size() - 1}) {
+      const HostCrops one = pets::train::stage_crops({crops[i]}, false);
+      const at::Tensor single =
+          resize_normalize(one.bytes, one.slots, size, norm.scale, norm.shift, torch::kFloat32);
+      ASSERT_EQ(single.size(0), 1);
+      const Diff d = compare(single, 0, cpu_result(crops[i], size));
+      EXPECT_LE(d.max_abs, kMaxAbs) << describe(*crops[i].image, crops[i].box);
+      vs_cpu.add(d);
+    }
+  }
+  EXPECT_LE(vs_cpu.mean(), kMeanAbs);
+  EXPECT_TRUE(saw_upscale && saw_big_reduction && saw_one_pixel);
+  std::printf(
+      "batched vs CPU path: max |diff| %.3g, mean %.3g (largest of one crop %.3g) over %d crops; "
+      "vs per-crop path: max %.3g, mean %.3g\n",
+      vs_cpu.worst, vs_cpu.mean(), vs_cpu.worst_crop_mean, vs_cpu.crops, vs_plain.worst,
+      vs_plain.mean());
+}
+
+TEST(BatchResize, AnyTileSizeGivesTheSameImages) {
+  // Tiles of one output row (the narrowest windows), sizes that do not divide the output (the
+  // last tile partly empty), and one tile over the whole output (whole-crop matrices).
+  std::vector<Image> images = test_images();
+  images.resize(10);  // up to 517 px: windows of modest size even for single-row tiles
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const int size = 45;
+  const std::vector<CropSource> crops = random_crops(images, 99, 12);
+  const HostCrops staged = pets::train::stage_crops(crops, false);
+  const at::Tensor ref =
+      resize_normalize(staged.bytes, staged.slots, size, norm.scale, norm.shift, torch::kFloat32);
+  std::vector<std::vector<float>> expected;
+  for (const CropSource& c : crops) expected.push_back(cpu_result(c, size));
+  double worst = 0;
+  for (const int tile : {1, 7, 16, 44, 45, 1000}) {
+    const at::Tensor out = resize_normalize(staged.bytes, staged.slots, size, norm.scale,
+                                            norm.shift, torch::kFloat32, tile);
+    for (std::size_t i = 0; i < crops.size(); ++i) {
+      const Diff d = compare(out, static_cast<std::int64_t>(i), expected[i]);
+      EXPECT_LE(d.max_abs, kMaxAbs)
+          << "tile " << tile << " " << describe(*crops[i].image, crops[i].box);
+    }
+    worst = std::max(worst, (out - ref).abs().max().item<double>());
+  }
+  // The tiles change only the order of the float sums.
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_THROW(resize_normalize(staged.bytes, staged.slots, size, norm.scale, norm.shift,
+                                torch::kFloat32, 0),
+               pets::Error);
+}
+
+TEST(BatchResize, NarrowLastCropsAndOverlappingSlots) {
+  // The rows of narrow crops at the end of the buffer are read from before their start (their
+  // full-width row would run past the end); slots that overlap are read from a padded copy.
+  const Image wide = synthetic(40, 300, 4), tall = noise(250, 9, 5);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const std::vector<CropSource> crops = {
+      {&wide, {3, 0, 20, 300}}, {&tall, {0, 0, 250, 9}}, {&tall, {10, 2, 200, 1}}};
+  const HostCrops staged = pets::train::stage_crops(crops, false);
+  const at::Tensor out =
+      resize_normalize(staged.bytes, staged.slots, 64, norm.scale, norm.shift, torch::kFloat32);
+  for (std::size_t i = 0; i < crops.size(); ++i)
+    EXPECT_LE(compare(out, static_cast<std::int64_t>(i), cpu_result(crops[i], 64)).max_abs, kMaxAbs)
+        << i;
+  // Slots that overlap: the tall crop's bytes alone, read as a 1 x 300 row and as the crop. Its
+  // last rows cannot be read from before its start (it begins the buffer): padded.
+  HostCrops overlapping;
+  overlapping.bytes = staged.bytes.narrow(0, staged.slots[1].offset, 250 * 9 * 3 + 200 * 3).clone();
+  overlapping.slots = {{0, 1, 300}, {0, 250, 9}};
+  const at::Tensor padded = resize_normalize(overlapping.bytes, overlapping.slots, 64, norm.scale,
+                                             norm.shift, torch::kFloat32);
+  const at::Tensor plain = resize_normalize_per_crop(overlapping.bytes, overlapping.slots, 64,
+                                                     norm.scale, norm.shift, torch::kFloat32);
+  EXPECT_LE((padded - plain).abs().max().item<double>(), kMaxAbs);
+  EXPECT_LE(compare(padded, 1, cpu_result(crops[1], 64)).max_abs, kMaxAbs);
+  HostCrops past_end = staged;
+  past_end.slots[2].height += 1;
+  EXPECT_THROW(
+      resize_normalize(past_end.bytes, past_end.slots, 64, norm.scale, norm.shift, torch::kFloat32),
+      pets::Error);
+}
+
+TEST(BatchResize, HalfPrecisionIsTheFloatResultRoundedOnce) {
+  std::vector<Image> images = test_images();
+  images.resize(10);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const std::vector<CropSource> crops = random_crops(images, 7, 16);
+  const HostCrops staged = pets::train::stage_crops(crops, false);
+  const at::Tensor ref =
+      resize_normalize(staged.bytes, staged.slots, kSize, norm.scale, norm.shift, torch::kFloat32);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat16}) {
+    const at::Tensor out =
+        resize_normalize(staged.bytes, staged.slots, kSize, norm.scale, norm.shift, dtype);
+    const at::Tensor plain =
+        resize_normalize_per_crop(staged.bytes, staged.slots, kSize, norm.scale, norm.shift, dtype);
+    EXPECT_EQ(out.scalar_type(), dtype);
+    EXPECT_TRUE(out.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(torch::equal(out, ref.to(dtype)));
+    // Each is its float result rounded once: apart by at most the float results' difference
+    // plus one unit in the last place at |v| < 4 (2^-6 in bf16, 2^-9 in fp16).
+    const double ulp = dtype == torch::kBFloat16 ? 1.0 / 64 : 1.0 / 512;
+    EXPECT_LE((out.to(torch::kFloat32) - plain.to(torch::kFloat32)).abs().max().item<double>(),
+              kMaxAbs + ulp);
+  }
+}
+
+TEST(BatchResize, OneBatchIsAFixedNumberOfOperators) {
+  // The point of the batched path: the ATen calls per batch (on a GPU, the kernel launches) do
+  // not grow with the batch; the per-crop path's do.
+  const std::vector<Image> images = test_images();
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const std::vector<CropSource> crops = random_crops(images, 3, 20);
+  auto ops = [&](std::size_t n, bool batched) {
+    const HostCrops staged = pets::train::stage_crops(
+        std::vector<CropSource>(crops.begin(), crops.begin() + static_cast<std::ptrdiff_t>(n)),
+        false);
+    torch::NoGradGuard no_grad;
+    const pets::testing::AtenOpCounter counter;
+    if (batched)
+      (void)resize_normalize(staged.bytes, staged.slots, 32, norm.scale, norm.shift,
+                             torch::kBFloat16);
+    else
+      (void)resize_normalize_per_crop(staged.bytes, staged.slots, 32, norm.scale, norm.shift,
+                                      torch::kBFloat16);
+    return counter.ops();
+  };
+  const pets::testing::AtenOps batched2 = ops(2, true), batched20 = ops(20, true);
+  EXPECT_EQ(batched2.top_names, batched20.top_names);
+  EXPECT_LE(batched20.computing(), 8);
+  // The counter sees the per-crop path's calls: 2 more per crop (resize, copy into the batch).
+  const pets::testing::AtenOps plain2 = ops(2, false), plain20 = ops(20, false);
+  EXPECT_GE(plain20.computing(), plain2.computing() + 2 * 18);
+  std::printf(
+      "ATen calls per batch computing (all top-level): batched %lld (%lld) with 2 or 20 "
+      "crops, per-crop %lld (%lld) with 20 crops\n",
+      static_cast<long long>(batched20.computing()), static_cast<long long>(batched20.top),
+      static_cast<long long>(plain20.computing()), static_cast<long long>(plain20.top));
+}
+
 TEST(DeviceInput, CudaOnlyWhereAvailable) {
   if (torch::cuda::is_available()) {
     DeviceInput input(torch::Device(torch::kCUDA), kSize);
@@ -341,4 +574,40 @@ TEST(DeviceInputCuda, HalfPrecisionWithinOneRounding) {
     const double bound = dtype == torch::kBFloat16 ? 2.7 / 256 : 2.7 / 2048;
     EXPECT_LE((out.to(torch::kFloat32) - ref).abs().max().item<double>(), bound);
   }
+}
+
+TEST(DeviceInputCuda, BatchedResizeMatchesPerCropAndCpuPath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Image> images = test_images();
+  const torch::Device cuda(torch::kCUDA);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(cuda);
+  const std::vector<CropSource> crops = random_crops(images, 11, 60);
+  const HostCrops staged = pets::train::stage_crops(crops, true);
+  const at::Tensor bytes = staged.bytes.to(cuda, torch::kUInt8, /*non_blocking=*/true);
+  const at::Tensor batched =
+      resize_normalize(bytes, staged.slots, kSize, norm.scale, norm.shift, torch::kFloat32);
+  const at::Tensor plain = resize_normalize_per_crop(bytes, staged.slots, kSize, norm.scale,
+                                                     norm.shift, torch::kFloat32);
+  EXPECT_TRUE(batched.is_cuda());
+  EXPECT_TRUE(batched.is_contiguous(at::MemoryFormat::ChannelsLast));
+  const at::Tensor host = batched.cpu(), host_plain = plain.cpu();
+  Stats vs_cpu;
+  for (std::size_t i = 0; i < crops.size(); ++i) {
+    const auto k = static_cast<std::int64_t>(i);
+    const Diff d = compare(host, k, cpu_result(crops[i], kSize));
+    EXPECT_LE(d.max_abs, kMaxAbs) << describe(*crops[i].image, crops[i].box);
+    EXPECT_LE(d.mean_abs, kCropMeanAbs) << describe(*crops[i].image, crops[i].box);
+    EXPECT_LE(compare_images(host, host_plain, k).max_abs, kMaxAbs);
+    vs_cpu.add(d);
+  }
+  EXPECT_LE(vs_cpu.mean(), kMeanAbs);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat16}) {
+    const at::Tensor low =
+        resize_normalize(bytes, staged.slots, kSize, norm.scale, norm.shift, dtype);
+    EXPECT_EQ(low.scalar_type(), dtype);
+    EXPECT_TRUE(low.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(torch::equal(low, batched.to(dtype)));
+  }
+  std::printf("CUDA batched vs CPU path: max |diff| %.3g, mean %.3g over %d crops\n", vs_cpu.worst,
+              vs_cpu.mean(), vs_cpu.crops);
 }

@@ -26,6 +26,22 @@ struct CropBox {
   int width = 0;
 };
 
+/// The antialiased triangle filter along one axis, in_size samples to out_size (PIL's
+/// precompute_coeffs, the support scaled by the reduction factor, truncated tap ranges):
+/// output sample o reads `count[o]` inputs from `first[o]` with weights
+/// `weight[o * max_taps + k]`, which sum to 1 (computed in double, stored as float). The one
+/// place of this filter: resize_crop_bilinear applies it, the device input path builds its
+/// matrices from it.
+struct ResizeTaps {
+  std::vector<int> first;     ///< first input index of each output sample
+  std::vector<int> count;     ///< number of taps of each output sample
+  std::vector<float> weight;  ///< out_size * max_taps, normalised per sample
+  int max_taps = 0;
+};
+
+/// The taps resizing `in_size` samples to `out_size` (both positive).
+ResizeTaps bilinear_taps(int in_size, int out_size);
+
 /// Crops `box` out of an RGB image (src, src_height x src_width) and resizes it to
 /// out_height x out_width with PIL's antialiased triangle filter (support scaled by the
 /// reduction factor, edges clamped to the crop, as PIL does after `crop`). Writes HWC floats

@@ -4,12 +4,13 @@
 /// side only copies bytes: each image's RandomResizedCrop box (data::random_resized_crop_box,
 /// the CPU path's rule) is copied row by row out of the stored uint8 image into one host buffer
 /// per batch, page-locked when the device is CUDA. DeviceInput uploads that buffer with one
-/// non-blocking copy on its own CUDA stream and, on that stream, resizes every crop to
-/// size x size (antialiased bilinear: the triangle filter with its support scaled by the
-/// reduction factor, the rule of PIL and of data::resize_crop_bilinear) and normalises with
-/// data::kMean / data::kStd. The result is the [n, 3, size, size] channels-last tensor the model
-/// takes, in float32 or a requested bf16 / fp16. The same code runs on the CPU device, where the
-/// tests compare it with data::transform_train / transform_eval.
+/// non-blocking copy on its own CUDA stream and, on that stream, resizes all crops at once
+/// (pets/train/batch_resize: a fixed number of ATen calls per batch) to size x size (antialiased
+/// bilinear: the triangle filter with its support scaled by the reduction factor, the rule of PIL
+/// and of data::resize_crop_bilinear) and normalises with data::kMean / data::kStd. The result is
+/// the [n, 3, size, size] channels-last tensor the model takes, in float32 or a requested bf16 /
+/// fp16. The same code runs on the CPU device, where the tests compare it with
+/// data::transform_train / transform_eval.
 ///
 /// Why the crop is a host-side byte copy and not an index on the device: the stored image has to
 /// be copied into pinned memory anyway (the store reads into ordinary memory), so copying only the
@@ -31,10 +32,12 @@ namespace pets::train {
 
 /// The device path's stated tolerance against the CPU path (data::transform_train /
 /// transform_eval of the same boxes), in normalised units, where one grey level is 0.0153 to
-/// 0.0175: both resize with the same filter and taps and differ only in rounding (the CPU path
-/// computes sample centres and weights in double, LibTorch in float). Measured on the CPU device
-/// with LibTorch 1.13 over 80 crops of 60 to 1203 px: max |diff| 7.1e-5, mean 1.9e-6, per crop
-/// at most 5.3e-6 (tests/train/test_device_input.cpp); the bounds are about twice that.
+/// 0.0175. The bounds were set for LibTorch's antialiased interpolate (its own float taps; max
+/// |diff| 7.1e-5, mean 1.9e-6, per crop at most 5.3e-6 over 80 crops of 60 to 1203 px, LibTorch
+/// 1.13, CPU) and are kept for the batched resize (pets/train/batch_resize), which applies the CPU
+/// path's own taps and weights and differs from it only in the order of the float sums: max
+/// |diff| 1.7e-6, mean 1.1e-7 over 76 random crops of 1 to 1203 px (tests/train/
+/// test_device_input.cpp).
 inline constexpr double kInputMaxAbsDiff = 1.5e-4;     ///< any value
 inline constexpr double kInputCropMeanAbsDiff = 1e-5;  ///< mean over one image
 inline constexpr double kInputMeanAbsDiff = 4e-6;      ///< mean over many images
