@@ -80,15 +80,15 @@ InputNormalization input_normalization(const c10::Device& device) {
 }
 
 at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
-                            const at::Tensor& scale, const at::Tensor& shift,
-                            c10::ScalarType dtype, int tile) {
+                            const at::Tensor& scale, const at::Tensor& shift, c10::ScalarType dtype,
+                            int tile) {
   PETS_CHECK(bytes.defined() && bytes.scalar_type() == at::kByte && bytes.dim() == 1 &&
                  bytes.is_contiguous(),
              "resize_normalize: the crops must be a flat uint8 buffer");
   PETS_CHECK(size > 0 && tile > 0, "resize_normalize: size and tile must be positive");
   const auto n = static_cast<std::int64_t>(slots.size());
-  at::Tensor out = at::empty({n, 3, size, size}, bytes.options().dtype(dtype),
-                             at::MemoryFormat::ChannelsLast);
+  at::Tensor out =
+      at::empty({n, 3, size, size}, bytes.options().dtype(dtype), at::MemoryFormat::ChannelsLast);
   if (n == 0) return out;
   const std::int64_t total = bytes.numel();
   std::vector<int> heights, widths;
@@ -128,9 +128,8 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
   // One int32 buffer: the row and column gather indices, then both axes' weights as float.
   const std::int64_t n_rows = n * ys.tiles * ys.window, n_cols = n * xs.tiles * xs.window;
   const std::int64_t n_wy = n_rows * tile, n_wx = n_cols * tile;
-  at::Tensor plan =
-      at::empty({n_rows + n_cols + n_wy + n_wx},
-                at::TensorOptions().dtype(at::kInt).pinned_memory(bytes.is_cuda()));
+  at::Tensor plan = at::empty({n_rows + n_cols + n_wy + n_wx},
+                              at::TensorOptions().dtype(at::kInt).pinned_memory(bytes.is_cuda()));
   std::int32_t* rows_index = plan.data_ptr<std::int32_t>();
   std::int32_t* cols_index = rows_index + n_rows;
   auto* weights = reinterpret_cast<float*>(cols_index + n_cols);
@@ -141,7 +140,8 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
     for (int t = 0; t < ys.tiles; ++t)
       for (int r = 0; r < ys.window; ++r) {
         const int y = std::min(ys.start[i * ys.tiles + t] + r, s.height - 1);
-        *rows_index++ = static_cast<std::int32_t>(base + static_cast<std::int64_t>(y) * s.width * 3);
+        *rows_index++ =
+            static_cast<std::int32_t>(base + static_cast<std::int64_t>(y) * s.width * 3);
       }
     const std::int64_t column0 = static_cast<std::int64_t>(i) * widest + shift_bytes[i] / 3;
     for (int t = 0; t < xs.tiles; ++t)
@@ -155,15 +155,17 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
 
   const at::Tensor on_device =
       bytes.is_cuda() ? plan.to(bytes.device(), at::kInt, /*non_blocking=*/true) : plan;
-  const at::Tensor wy =
-      on_device.narrow(0, n_rows + n_cols, n_wy).view(at::kFloat).view({n * ys.tiles, tile, ys.window});
+  const at::Tensor wy = on_device.narrow(0, n_rows + n_cols, n_wy)
+                            .view(at::kFloat)
+                            .view({n * ys.tiles, tile, ys.window});
   const at::Tensor wx = on_device.narrow(0, n_rows + n_cols + n_wy, n_wx)
                             .view(at::kFloat)
                             .view({n * xs.tiles, tile, xs.window});
   const at::Tensor source = pad ? at::constant_pad_nd(bytes, {0, row_bytes}) : bytes;
   // Pass 1, down the rows: each tile's window of rows (an overlapping view of the bytes, one row
   // per start), scaled per channel on the way to float, then weighted.
-  const at::Tensor rows = source.unfold(0, row_bytes, 1).index_select(0, on_device.narrow(0, 0, n_rows));
+  const at::Tensor rows =
+      source.unfold(0, row_bytes, 1).index_select(0, on_device.narrow(0, 0, n_rows));
   const at::Tensor scaled = rows.view({n * ys.tiles, ys.window, widest, 3}).mul(scale.view({3}));
   const at::Tensor down = at::bmm(wy, scaled.view({n * ys.tiles, ys.window, row_bytes}));
   // Pass 2, along the rows: the columns made rows ([n * widest, size * 3]), the same again.
@@ -172,9 +174,8 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
                                  .permute({0, 2, 1, 3})
                                  .contiguous()
                                  .view({n * widest, size * 3});
-  const at::Tensor across =
-      at::bmm(wx, columns.index_select(0, on_device.narrow(0, n_rows, n_cols))
-                      .view({n * xs.tiles, xs.window, size * 3}));
+  const at::Tensor across = at::bmm(wx, columns.index_select(0, on_device.narrow(0, n_rows, n_cols))
+                                            .view({n * xs.tiles, xs.window, size * 3}));
   // [n, x, y, c] back to [n, c, y, x] channels-last (memory n, y, x, c), shifted and rounded to
   // the output dtype in one write.
   const at::Tensor result = across.view({n, xs.tiles * tile, size, 3}).narrow(1, 0, size);

@@ -25,10 +25,10 @@ struct AtenOps {
   /// The top-level calls that may launch a kernel: all but views and allocations.
   std::int64_t computing() const {
     static const std::set<std::string> no_kernel = {
-        "aten::view",      "aten::narrow", "aten::permute",  "aten::unfold",
-        "aten::select",    "aten::slice",  "aten::as_strided", "aten::expand",
-        "aten::transpose", "aten::alias",  "aten::empty",    "aten::empty_strided",
-        "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze", "aten::detach"};
+        "aten::view",           "aten::narrow",    "aten::permute",    "aten::unfold",
+        "aten::select",         "aten::slice",     "aten::as_strided", "aten::expand",
+        "aten::transpose",      "aten::alias",     "aten::empty",      "aten::empty_strided",
+        "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze",    "aten::detach"};
     std::int64_t n = 0;
     for (const auto& [name, count] : top_names)
       if (no_kernel.count(name) == 0) n += count;

@@ -45,8 +45,8 @@ InputNormalization input_normalization(const c10::Device& device);
 /// On CUDA the work is enqueued on the current stream. Throws pets::Error when a slot is empty
 /// or runs past `bytes`. `tile` (>= 1) changes only the speed and the rounding.
 at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
-                            const at::Tensor& scale, const at::Tensor& shift,
-                            c10::ScalarType dtype, int tile = kResizeTile);
+                            const at::Tensor& scale, const at::Tensor& shift, c10::ScalarType dtype,
+                            int tile = kResizeTile);
 
 /// The same result from one LibTorch interpolate (bilinear, antialias) per crop: the reference
 /// that resize_normalize is tested against.
