@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;  // the documented outcome for a bad file; any other exception escapes and aborts
   }
   FUZZ_CHECK(first.action == pets::train::Action::kTrain);
-  FUZZ_CHECK(!first.options.data.empty());
+  // --data may come from the checkpoint only when the file asks to resume.
+  FUZZ_CHECK(!first.options.data.empty() || first.options.resume != pets::train::ResumeMode::kNo);
   std::string text;
   try {
     text = pets::train::format_config(first.options);

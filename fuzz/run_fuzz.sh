@@ -93,7 +93,8 @@ make_seeds() {
   rm -rf "$dir" && mkdir -p "$dir" || return 1
   case "$t" in
     safetensors | decode)
-      local all="$work/seeds/.writer"
+      # One folder per target: the safetensors and decode targets may make their seeds at once.
+      local all="$work/seeds/.writer-$t"
       rm -rf "$all"
       "$build/pets_fuzz_seeds" "$all" || return 1
       if [ "$t" = safetensors ]; then cp "$all"/safetensors/* "$dir"/; else cp "$all"/images/* "$dir"/; fi
