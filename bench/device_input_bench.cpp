@@ -17,8 +17,8 @@
 ///                  gpu               only with a CUDA device: the GPU half's images/s, the host
 ///                                    time of one submit(), stage() into pinned memory.
 ///   resize         the device path's resize + normalise of one batch on the CPU device (one
-///                  thread, bf16 output, images at --side): the plain path, one LibTorch
-///                  interpolate per crop (resize_normalize_per_crop), against the batched one
+///                  thread) or, with --resize-device cuda, on the GPU (bf16 output, images at
+///                  --side): the plain path, one LibTorch interpolate per crop (resize_normalize_per_crop), against the batched one
 ///                  (resize_normalize; --resize-tiles adds other tile sizes), per batch size
 ///                  (--resize-batches, default 64,128), timed in alternation for --resize-rounds
 ///                  rounds so that a shared machine's load falls on all alike; the load average
@@ -74,6 +74,7 @@ struct Config {
   std::vector<int> resize_tiles;  // beyond pets::train::kResizeTile
   int resize_rounds = 3;
   bool resize_only = false;
+  std::string resize_device = "cpu";  // where the resize section runs (cpu or cuda)
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -282,8 +283,13 @@ double load_average() {
 
 /// The resize section (see the file's header).
 json resize_costs(const Config& c) {
-  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const torch::Device device(c.resize_device);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(device);
   const auto dtype = torch::kBFloat16;
+  // Device work is asynchronous: each timed call waits for its kernels.
+  const auto finish = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
   json out = json::array();
   for (const int batch : c.resize_batches) {
     const std::vector<Image> images = stored_images(c.side, batch);
@@ -294,9 +300,10 @@ json resize_costs(const Config& c) {
                                                                          images[i].width, rng)});
     }
     const pets::train::HostCrops staged = pets::train::stage_crops(sources, false);
+    const at::Tensor bytes = staged.bytes.to(device);
     std::vector<std::pair<std::string, std::function<at::Tensor()>>> variants;
     variants.emplace_back("per_crop", [&] {
-      return pets::train::resize_normalize_per_crop(staged.bytes, staged.slots, c.size, norm.scale,
+      return pets::train::resize_normalize_per_crop(bytes, staged.slots, c.size, norm.scale,
                                                     norm.shift, dtype);
     });
     std::vector<int> tiles = {pets::train::kResizeTile};
@@ -306,11 +313,12 @@ json resize_costs(const Config& c) {
       variants.emplace_back(
           tile == pets::train::kResizeTile ? "batched" : "batched_tile_" + std::to_string(tile),
           [&, tile] {
-            return pets::train::resize_normalize(staged.bytes, staged.slots, c.size, norm.scale,
+            return pets::train::resize_normalize(bytes, staged.slots, c.size, norm.scale,
                                                  norm.shift, dtype, tile);
           });
     json row;
     row["batch"] = batch;
+    row["device"] = c.resize_device;
     row["mean_crop_bytes"] = static_cast<double>(staged.bytes.numel()) / batch;
     row["load_before"] = load_average();
     const at::Tensor reference = variants.front().second().to(torch::kFloat32);
@@ -326,7 +334,12 @@ json resize_costs(const Config& c) {
     }
     for (int round = 0; round < c.resize_rounds; ++round)
       for (auto& [name, run] : variants) {
-        const json t = time_per_item([&] { (void)run(); }, batch, c);
+        const json t = time_per_item(
+            [&] {
+              (void)run();
+              finish();
+            },
+            batch, c);
         row[name]["rounds"].push_back(t);
       }
     row["load_after"] = load_average();
@@ -421,7 +434,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: device_input_bench [--side N] [--images N] [--min-seconds S] "
                "[--sides a,b,...] [--quick] [--resize-only] [--resize-batches a,b,...] "
-               "[--resize-tiles a,b,...] [--resize-rounds N]\n");
+               "[--resize-tiles a,b,...] [--resize-rounds N] [--resize-device cpu|cuda]\n");
 }
 
 }  // namespace
@@ -451,6 +464,12 @@ int main(int argc, char** argv) {
       c.resize_tiles = int_list(next());
     } else if (a == "--resize-rounds") {
       c.resize_rounds = std::stoi(next());
+    } else if (a == "--resize-device") {
+      c.resize_device = next();
+      if (c.resize_device != "cpu" && c.resize_device != "cuda") {
+        usage();
+        return 2;
+      }
     } else if (a == "--resize-only") {
       c.resize_only = true;
     } else if (a == "--quick") {
@@ -478,8 +497,9 @@ int main(int argc, char** argv) {
     const json resize = resize_costs(c);
     report["resize"] = resize;
     std::fprintf(stderr,
-                 "resize + normalise on the CPU device, bf16 (us/image best, median of "
-                 "rounds; ATen calls per batch):\n");
+                 "resize + normalise on the %s device, bf16 (us/image best, median of "
+                 "rounds; ATen calls per batch):\n",
+                 c.resize_device.c_str());
     for (const json& row : resize)
       for (const auto& [name, v] : row.items())
         if (v.is_object())

@@ -581,11 +581,14 @@ struct Store::DirectReads {
     return (verified[k / 64].load(std::memory_order_acquire) & (std::uint64_t{1} << (k % 64))) != 0;
   }
 
-  /// Checks chunk k's sum now and remembers a right one; false when it is wrong.
-  bool check(std::uint64_t k) const {
+  /// Checks chunk k's sum now and remembers a right one; false when it is wrong. Threads that
+  /// check the same chunk at once count it once: `first` (when given) says whether this one did.
+  bool check(std::uint64_t k, bool* first = nullptr) const {
     if (!fletcher32_matches(map + address[k], static_cast<std::size_t>(chunk))) return false;
-    verified[k / 64].fetch_or(std::uint64_t{1} << (k % 64), std::memory_order_release);
-    verified_count->fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t bit = std::uint64_t{1} << (k % 64);
+    const bool counted = (verified[k / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) == 0;
+    if (counted) verified_count->fetch_add(1, std::memory_order_relaxed);
+    if (first != nullptr) *first = counted;
     return true;
   }
 
@@ -790,7 +793,8 @@ std::int64_t Store::verify_ahead(SplitKind kind, const std::vector<std::int64_t>
                     static_cast<std::size_t>(direct->address[k] + direct->chunk + 4 - from),
                     MADV_POPULATE_READ);
 #endif
-      if (direct->check(k)) {
+      bool first = false;
+      if (direct->check(k, &first) && first) {
         ++checked;
         verified_ahead_.fetch_add(1, std::memory_order_relaxed);
       }

@@ -12,7 +12,8 @@ enter_workdir "$3"
 
 unshare -m true 2>/dev/null || skip "no mount namespace here (unshare -m needs root)"
 for p in pets_train pets_preprocess pets_synth pets_bench tests/cuda/model_parity_cuda \
-         tests/comm/test_comm_mpi tests/deviceinput/train_device_input; do
+         tests/comm/test_comm_mpi tests/deviceinput/train_device_input \
+         tests/deviceinput/device_input_bench; do
   [[ -x "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build)"
 done
 
@@ -35,7 +36,7 @@ OUT="$work/out" capture local.log bash "$src/bench/device_check.sh" local
 report="$work/out/device_check.json"
 [[ -f "$report" ]] || fatal "local wrote no $report"
 [[ -s "$work/out/device_logs.tar.gz" ]] || fail "local wrote no device_logs.tar.gz"
-for part in libraries small_set train_fp32_cpu harness_data harness_measure; do
+for part in libraries small_set device_input_bench train_fp32_cpu harness_data harness_measure; do
   check_eq "$part" "$(status_of "$report" "$part")" passed
 done
 for part in parity_cuda nccl_one_rank device_input; do
