@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace pets::comm {
 class Communicator;
@@ -45,6 +46,8 @@ class CudaParts {
   /// A high-priority stream of the pool of `device` (a CUDA device; without an index, the
   /// current one).
   virtual std::unique_ptr<InputStream> input_stream(const c10::Device& device) const = 0;
+  /// The name of CUDA device `index` ("NVIDIA H200"), or empty when the driver does not say.
+  virtual std::string device_name(int index) const = 0;
 };
 
 /// The CUDA parts of this build, or null when it has none (a CPU LibTorch).
