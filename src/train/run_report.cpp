@@ -78,12 +78,13 @@ std::string RunProgress::evaluating(int64_t epoch, int64_t done, Clock::time_poi
 std::optional<double> RunProgress::eta_seconds() const {
   if (train_steps_ == 0) return std::nullopt;
   const double per_step = train_seconds_ / static_cast<double>(train_steps_);
-  const double per_batch =
-      eval_steps_ > 0 ? eval_seconds_ / static_cast<double>(eval_steps_)
-      : shape_.train_step_images > 0
-          ? per_step * static_cast<double>(shape_.eval_step_images) /
-                static_cast<double>(shape_.train_step_images)
-          : per_step;
+  // An evaluation batch not yet timed: a training step's time per image.
+  double per_batch = per_step;
+  if (eval_steps_ > 0)
+    per_batch = eval_seconds_ / static_cast<double>(eval_steps_);
+  else if (shape_.train_step_images > 0)
+    per_batch = per_step * static_cast<double>(shape_.eval_step_images) /
+                static_cast<double>(shape_.train_step_images);
   return static_cast<double>(train_left_) * per_step + static_cast<double>(eval_left_) * per_batch;
 }
 
