@@ -257,6 +257,9 @@ TrainResult Trainer::run() {
     EpochMetrics metrics;
     if (complete) {
       metrics = training_metrics(epoch, position, step_->last_lr());
+      // The split of a resumed epoch covers its steps since the start.
+      if (position.seconds > 0)
+        metrics.upload_share = data_->input->upload_seconds() / position.seconds;
       complete = evaluate(epoch, metrics);
     }
     if (complete) {
