@@ -118,7 +118,8 @@ TEST(StopSignal, FirstInterruptStopsSecondQuits) {
         std::raise(SIGINT);
         std::_Exit(4);  // not reached: the second SIGINT kills
       },
-      ::testing::KilledBySignal(SIGINT), "pets_train: stop requested: the ranks finish this step");
+      ::testing::KilledBySignal(SIGINT),
+      "pets_train: stop requested: rank 0 writes the checkpoint of the last step");
 }
 
 }  // namespace
