@@ -70,7 +70,8 @@ void StopCheckpoint::write_and_report() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!latest_ && !quit_) {
-      print_line("pets_train: no step completed yet: the checkpoint follows once the start-up ends");
+      print_line(
+          "pets_train: no step completed yet: the checkpoint follows once the start-up ends");
       changed_.wait(lock, [&] { return latest_ || quit_; });
     }
     latest = latest_;
