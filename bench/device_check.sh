@@ -34,7 +34,10 @@
 # work folder, default /tmp/pets_device), PETS_DEVICE_BUDGET_S (460), PETS_DEVICE_PER_CLASS (the
 # harness's synthetic set: images per class, 37 classes; default 200, i.e. 7,400 images; 4 with
 # no GPU), PETS_DEVICE_BATCH (model step and training batch on the GPU, default 128),
-# PETS_DEVICE_XZ_LEVEL (`prepare`'s compression, default 9).
+# PETS_DEVICE_XZ_LEVEL (`prepare`'s compression, default 9), PETS_DEVICE_STEPS (a comma-separated
+# list of step names: only those run, the others are reported "skipped: not selected"; a step
+# whose input another step makes needs that one too), PETS_DEVICE_E2E_RUNS (pets_bench's
+# --e2e-runs on the GPU).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -47,7 +50,7 @@ max_bundle_bytes=$((12 * 1024 * 1024))
 max_tree_bytes=$((62 * 1024 * 1024))
 
 die() { echo "device_check: error: $*" >&2; exit 1; }
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # Programs and test executables the device part runs (build targets of build-torch2/).
 programs=(pets_train pets_preprocess pets_synth pets_bench)
@@ -263,6 +266,11 @@ step() {
   local t
   t=$(left)
   ((t > max)) && t=$max
+  if [[ -n "${PETS_DEVICE_STEPS:-}" && ",$PETS_DEVICE_STEPS," != *",$name,"* ]]; then
+    STEP_RC=126 STEP_S=0
+    echo "not among PETS_DEVICE_STEPS ($PETS_DEVICE_STEPS)" >"$log"
+    return 0
+  fi
   if ((t < 10)); then
     STEP_RC=125 STEP_S=0
     echo "out of time before $name" >"$log"
@@ -284,6 +292,7 @@ status_of() {
     0) echo passed ;;
     124 | 137) echo "failed: timed out" ;;
     125) echo "skipped: out of time" ;;
+    126) echo "skipped: not selected" ;;
     *) echo "failed: status $1" ;;
   esac
 }
@@ -457,9 +466,17 @@ run() {
     train_run bf16_again --device cuda --mixed-precision bf16
     part determinism "$(same_runs "$small/run_bf16" "$small/run_bf16_again" status)" 0 \
       "$(same_runs "$small/run_bf16" "$small/run_bf16_again" figures)" ""
+    # --deterministic: the same model bit for bit.
+    train_run bf16_deterministic --device cuda --mixed-precision bf16 --deterministic
+    train_run bf16_deterministic_again --device cuda --mixed-precision bf16 --deterministic
+    part determinism_bitwise \
+      "$(same_runs "$small/run_bf16_deterministic" "$small/run_bf16_deterministic_again" bitwise)" 0 \
+      "$(same_runs "$small/run_bf16_deterministic" "$small/run_bf16_deterministic_again" figures)" ""
   else
     train_run fp32_cpu --device cpu
-    for n in fp32 fp16 bf16 determinism; do part "train_$n" "skipped: no GPU" 0 "{}" ""; done
+    for n in fp32 fp16 bf16 determinism determinism_bitwise; do
+      part "train_$n" "skipped: no GPU" 0 "{}" ""
+    done
   fi
 
   # 4. the harness: roofline, model step (fp32/bf16/fp16), loader, end to end on ~7,400 images.
@@ -498,11 +515,12 @@ run() {
       "$W/logs/harness_measure.log"
     # Five epochs each (the whole job's training half is np1_bf16's wall time); the folded path
     # trains in np1_bf16_bn_eval.
-    local e2e=(--e2e-runs np1_bf16,np1_bf16_bn_eval,np1_fp16,np1 --e2e-args "--device cuda --seed 7"
+    local e2e=(--e2e-runs "${PETS_DEVICE_E2E_RUNS:-np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,np1_bf16_deterministic}"
+               --e2e-args "--device cuda --seed 7"
                --epochs 5 --train-batch "$batch" --eval-batch 256)
     ((HAVE_GPU)) || e2e=(--e2e-runs np1 --e2e-args "--device cpu" --epochs 1 --train-batch 8
                          --eval-batch 16)
-    step harness_end_to_end 150 "$W/logs/harness_end_to_end.log" "${run_with[@]}" "$B/bin/pets_bench" \
+    step harness_end_to_end 220 "$W/logs/harness_end_to_end.log" "${run_with[@]}" "$B/bin/pets_bench" \
       --e2e-only --data "$big/pets.h5" --work "$W/bench_e2e" --report "$W/e2e.json" \
       "${e2e[@]}" "${bench_common[@]}"
     local st
@@ -529,6 +547,12 @@ run() {
     part tutorial_5_epochs "$(status_of $STEP_RC)" "$STEP_S" "$(cat "$W/tutorial.json" 2>/dev/null)" \
       "$W/logs/tutorial_5_epochs.log"
   fi
+  # Where the eager step's GPU time goes (the kernels pets_train runs too).
+  local prof=(--report "$W/step_profile.json")
+  ((HAVE_GPU)) && prof+=(--device cuda --batch "$batch" --eval-batch 256) || prof+=(--device cpu --smoke)
+  step step_profile 90 "$W/logs/step_profile.log" "$PY" "$here/step_profile.py" "${prof[@]}"
+  part step_profile "$(status_of $STEP_RC)" "$STEP_S" "$(cat "$W/step_profile.json" 2>/dev/null)" \
+    "$W/logs/step_profile.log"
   local ceil=(--report "$W/ceilings.json" --budget-s $(($(left) - 20)))
   ((HAVE_GPU)) && ceil+=(--device cuda --batch "$batch" --eval-batch 256) || ceil+=(--device cpu --smoke)
   step torch_ceilings 240 "$W/logs/torch_ceilings.log" "$PY" "$here/torch_ceilings.py" "${ceil[@]}"
@@ -554,11 +578,13 @@ except OSError:
 print(json.dumps({"epochs": len(epochs),
                   "accuracy": [e.get("accuracy") for e in epochs],
                   "train_images_per_s": [e.get("train_images_per_s") for e in epochs],
-                  "loader_wait_share": [e.get("loader_wait_share") for e in epochs]}))
+                  "loader_wait_share": [e.get("loader_wait_share") for e in epochs],
+                  "upload_share": [e.get("upload_share") for e in epochs]}))
 EOF
 }
 
-# same_runs A B status|figures: the two runs' accuracies equal? model files bitwise equal?
+# same_runs A B status|bitwise|figures: the two runs' accuracies equal? the tensors of their model
+# and checkpoint files bitwise equal (metadata aside)?
 same_runs() {
   "$PY" - "$1" "$2" "$3" <<'EOF'
 import glob, json, os, sys
@@ -570,16 +596,32 @@ def acc(d):
         return None
 def models(d):
     return sorted(os.path.relpath(p, d) for p in glob.glob(d + "/**/*.safetensors", recursive=True))
+def tensors(path):
+    """A safetensors file's tensors: name -> (dtype, shape, bytes); the metadata left out (a
+    checkpoint's records its timings)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__"}
+def differing(f):
+    ta, tb = tensors(os.path.join(a, f)), tensors(os.path.join(b, f))
+    return sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))
 aa, ab = acc(a), acc(b)
 same_acc = aa is not None and aa == ab
 files = models(a)
-bitwise = bool(files) and files == models(b) and all(
-    open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in files)
+diffs = {f: differing(f) for f in files if os.path.exists(os.path.join(b, f))}
+bitwise = bool(files) and files == models(b) and not any(diffs.values())
 if what == "status":
     print("passed" if same_acc else "failed: accuracies differ run to run")
+elif what == "bitwise":
+    print("passed" if bitwise else "failed: the models differ run to run")
 else:
     print(json.dumps({"accuracy_a": aa, "accuracy_b": ab, "same_accuracies": same_acc,
-                      "models_compared": files, "bitwise_same_models": bitwise}))
+                      "models_compared": files, "bitwise_same_models": bitwise,
+                      "differing_tensors": {f: d[:12] + (["..."] if len(d) > 12 else [])
+                                            for f, d in diffs.items() if d}}))
 EOF
 }
 

@@ -18,8 +18,9 @@
 ///                                    time of one submit(), stage() into pinned memory.
 ///   resize         the device path's resize + normalise of one batch on the CPU device (one
 ///                  thread) or, with --resize-device cuda, on the GPU (bf16 output, images at
-///                  --side): the plain path, one LibTorch interpolate per crop (resize_normalize_per_crop), against the batched one
-///                  (resize_normalize; --resize-tiles adds other tile sizes), per batch size
+///                  --side): the plain path, one LibTorch interpolate per crop
+///                  (resize_normalize_per_crop), against the batched one (resize_normalize;
+///                  --resize-tiles adds other tile sizes), per batch size
 ///                  (--resize-batches, default 64,128), timed in alternation for --resize-rounds
 ///                  rounds so that a shared machine's load falls on all alike; the load average
 ///                  before and after; the ATen operators one batch calls (top-level, all, names).

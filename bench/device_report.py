@@ -10,6 +10,10 @@ each: name, status, seconds, figures, log tail), with the GPU targets read from 
   whole_job_*    pets_preprocess plus the 5-epoch pets_train, start-up included, at most a fifth
                  of the tutorial's 5-epoch job on the same images
   *_over_*       pets_train against the node's own PyTorch ceilings of the same run
+  deterministic_* --deterministic: two runs' models the same bit for bit, and its cost (the
+                 steady training rate of np1_bf16_deterministic over np1_bf16's)
+  loader_threads the steady training rate and loader wait of np1_bf16 (automatic loader threads)
+                 against --loader-threads 8 and 15, where those runs exist
 
 A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
 
@@ -43,7 +47,7 @@ def epoch_figures(run):
 def targets_of(by):
     m = get(by, "harness_measure", "figures") or {}
     e = get(by, "harness_end_to_end", "figures") or {}
-    if m.get("device") != "cuda":
+    if m.get("device") != "cuda" and get(by, "gpu", "status") != "passed":
         return {"not_measured": "no GPU: the targets are GPU figures"}
     t = {}
     runs = get(e, "end_to_end", "runs") or {}
@@ -81,6 +85,20 @@ def targets_of(by):
     forward = get(ceilings, "forward_bf16_compiled", "images_per_s")
     if forward and folded:
         t["folded_evaluation_over_compiled_forward"] = folded / forward
+    bitwise = get(by, "determinism_bitwise", "status")
+    if bitwise is not None and not bitwise.startswith("skipped"):
+        t["deterministic_bitwise_same_models"] = bitwise == "passed"
+    det_rates, _ = epoch_figures(runs.get("np1_bf16_deterministic"))
+    if len(det_rates) >= 2 and None not in det_rates and len(rates) >= 2 and None not in rates:
+        t["deterministic_steady_over_default"] = statistics.median(det_rates[1:]) / statistics.median(rates[1:])
+    threads = {}
+    for name in ("np1_bf16", "np1_bf16_loader8", "np1_bf16_loader15"):
+        r, w = epoch_figures(runs.get(name))
+        if len(r) >= 2 and None not in r and None not in w:
+            threads[name] = {"steady_images_per_s": statistics.median(r[1:]),
+                             "steady_loader_wait_share": statistics.median(w[1:])}
+    if len(threads) > 1:
+        t["loader_threads"] = threads
     prep = get(by, "harness_data", "figures", "preprocess_seconds")
     train_wall = get(runs, "np1_bf16", "wall_seconds")
     tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")

@@ -590,7 +590,10 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
       {"np1", {1, true, ""}},
       {"np1_bf16", {1, true, "--mixed-precision bf16"}},
       {"np1_fp16", {1, true, "--mixed-precision fp16"}},
-      {"np1_bf16_bn_eval", {1, true, "--mixed-precision bf16 --bn-mode eval"}}};
+      {"np1_bf16_bn_eval", {1, true, "--mixed-precision bf16 --bn-mode eval"}},
+      {"np1_bf16_loader8", {1, true, "--mixed-precision bf16 --loader-threads 8"}},
+      {"np1_bf16_loader15", {1, true, "--mixed-precision bf16 --loader-threads 15"}},
+      {"np1_bf16_deterministic", {1, true, "--mixed-precision bf16 --deterministic"}}};
   return kinds;
 }
 
@@ -773,7 +776,9 @@ const char* kHelp =
     "  --e2e-only             the data and the pets_train runs alone\n"
     "  --device cpu|cuda      where sections 1 and 3 run (cuda adds fp16) [cpu]\n"
     "  --e2e-runs LIST        pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1\n"
-    "                         np1_bf16 np1_fp16 np1_bf16_bn_eval [np2,np2_bn_eval,np1_threads2]\n"
+    "                         np1_bf16 np1_fp16 np1_bf16_bn_eval np1_bf16_loader8\n"
+    "                         np1_bf16_loader15 np1_bf16_deterministic\n"
+    "                         [np2,np2_bn_eval,np1_threads2]\n"
     "  --e2e-args 'ARGS'      added to every pets_train run, e.g. '--device cuda' ['']\n"
     "  --preprocess-np N      ranks of pets_preprocess for the synthesised set [2]\n"
     "  --data FILE            use this store instead of synthesising one\n"

@@ -9,9 +9,9 @@
 # Outside an allocation it asks Slurm for one with `srun` (which allocates, runs, and releases);
 # inside one (SLURM_JOB_ID set: salloc, sbatch, or an srun --pty shell) it runs the training as
 # a step of that allocation. Either way the ranks are started by `srun --mpi=pmix`, rank 0's
-# progress streams to this terminal, and Ctrl-C stops the training as a preemption does: the
-# ranks finish the step, rank 0 writes a checkpoint, every rank exits with status 75 and rank 0
-# prints the line to resume (run this script again: it finds the checkpoint and resumes). With a
+# progress streams to this terminal, and Ctrl-C stops the training as a preemption does: rank 0
+# writes the checkpoint of the last step completed and prints the line to resume, every rank
+# exits with status 75 after the step in flight (run this script again: it finds the checkpoint and resumes). With a
 # terminal Ctrl-C reaches rank 0 through its pseudo-terminal; without one srun passes it to every
 # rank (--disable-status). A second Ctrl-C quits at once, without a checkpoint. `kill -USR1 <srun
 # pid>` stops the same way. Works without a terminal too (no --pty then): the tests drive it so.

@@ -54,17 +54,18 @@ if [ ! -s "$work/pets.h5" ] || [ "$work/images.args" -nt "$work/pets.h5" ] ||
   [ "$bin/pets_preprocess" -nt "$work/pets.h5" ]; then
   mpirun -np "$ranks" "$bin/pets_preprocess" --images "$work/images" --out "$work/pets.h5" --overwrite
 fi
-# Ctrl-C stops the training as a preemption does: the ranks finish the step, rank 0 writes a
-# checkpoint and the script exits 75 (run it again with --resume to continue). mpirun runs in a
-# process group of its own, so that the terminal's SIGINT reaches only this script, which passes
-# it on as SIGUSR1: mpirun forwards that to every rank at once, whereas a SIGINT to mpirun itself
-# reaches them as SIGTERM only after its kill timeout (README, "Stopping and resuming"). A second
-# Ctrl-C hands the job to mpirun's own abort (SIGTERM, then SIGKILL, within about 2 s).
+# Ctrl-C stops the training as a preemption does: rank 0 writes the checkpoint of the last step
+# completed, the ranks end after the step in flight and the script exits 75 (run it again with
+# --resume to continue). mpirun runs in a process group of its own, so that the terminal's SIGINT
+# reaches only this script, which passes it on as SIGUSR1: mpirun forwards that to every rank at
+# once and exits with their status, whereas a SIGINT to mpirun itself reaches them as SIGTERM
+# after its kill timeout (1 s), kills them 1 s later and exits 1 (README, "Stopping and
+# resuming"). A second Ctrl-C hands the job to mpirun's own abort (within about 2 s).
 interrupted=0
 on_interrupt() {
   interrupted=$((interrupted + 1))
   if [ "$interrupted" -eq 1 ]; then
-    echo "pets_demo.sh: Ctrl-C: the ranks finish this step and checkpoint (Ctrl-C again: abort)" >&2
+    echo "pets_demo.sh: Ctrl-C: checkpoint of the last step completed, then the ranks stop (Ctrl-C again: abort)" >&2
     kill -USR1 "$train_pid" 2>/dev/null || true
   else
     kill -INT "$train_pid" 2>/dev/null || true

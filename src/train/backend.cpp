@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
+
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/cuda_parts.hpp"
@@ -42,6 +44,16 @@ c10::Device pick_device(DeviceChoice choice, int local_rank) {
   return pick_device(choice, local_rank, count);
 }
 
+void use_deterministic_algorithms() {
+  // cuBLAS reduces in a fixed order only with a fixed workspace, set before its first handle
+  // (LibTorch refuses cuBLAS calls under deterministic algorithms without it). A value the user
+  // set is kept.
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setBenchmarkCuDNN(false);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+}
+
 bool use_device_input(InputChoice choice, const c10::Device& device) {
   return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
 }
@@ -64,7 +76,9 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi)
       forward_(autocast_dtype(options.mixed_precision)),
       // fp16 only: bf16 has fp32's range and needs no loss scaling.
       loss_scaling_(options.mixed_precision == MixedPrecision::kFp16),
-      device_input_(false) {
+      device_input_(false),
+      deterministic_(options.deterministic) {
+  if (deterministic_) use_deterministic_algorithms();
   const int count = static_cast<int>(torch::cuda::device_count());
   check_devices(options, count);
   device_ = pick_device(options.device, mpi.local_rank(), count);
@@ -104,6 +118,10 @@ std::unique_ptr<InputPipeline> Backend::input_pipeline(data::Loader& loader) con
 std::vector<std::string> Backend::notices() const {
   std::vector<std::string> out;
   if (device_input_) out.push_back("input: crops resized and normalised on " + device_.str());
+  if (deterministic_)
+    out.push_back(
+        "deterministic algorithms only (--deterministic): the same model bit for bit "
+        "run to run on the same device");
   if (device_.is_cuda())
     out.push_back("device: " + device_.str() + " on rank 0 (collectives: " +
                   (device_comm_ ? device_comm_->backend() : host_.backend()) +

@@ -52,11 +52,14 @@ void sync_batchnorm(torch::nn::Module& module, comm::Communicator& comm) {
   }
 }
 
-at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiComm& mpi) {
+at::Tensor rank_buffer_row(const torch::nn::Module& module) {
   std::vector<torch::Tensor> buffers;
-  for (const auto& b : module.named_buffers(true))
-    buffers.push_back(b.value().to(torch::kCPU, torch::kFloat64));
-  const torch::Tensor mine = pack(buffers).contiguous();
+  for (const auto& b : module.named_buffers(true)) buffers.push_back(b.value().to(torch::kFloat64));
+  return pack(buffers);
+}
+
+at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiComm& mpi) {
+  const torch::Tensor mine = rank_buffer_row(module).cpu().contiguous();
   const int count = static_cast<int>(mine.numel());
   torch::Tensor all = torch::empty({mpi.size(), count}, torch::kFloat64);
   PETS_MPI_CHECK(MPI_Gather(mine.data_ptr(), count, MPI_DOUBLE, all.data_ptr(), count, MPI_DOUBLE,
@@ -85,6 +88,22 @@ void BatchNormSync::save(TrainingState& state) const {
   // Mid-epoch, train-mode statistics differ per rank (they are averaged only before evaluation):
   // keep every rank's, so that a resumed run continues each rank exactly.
   if (state.mid_epoch() && mpi_.size() > 1) state.rank_buffers = gather_rank_buffers(model_, mpi_);
+}
+
+bool BatchNormSync::varies_per_rank() const { return train_mode_ && mpi_.size() > 1; }
+
+at::Tensor BatchNormSync::rank_row() const { return rank_buffer_row(model_); }
+
+void BatchNormSync::save_after_step(TrainingState& state, const at::Tensor& rank_rows) const {
+  for (const auto& b : model_.named_buffers(true)) state.model.emplace_back(b.key(), b.value());
+  if (!state.mid_epoch() || mpi_.size() == 1) return;
+  if (varies_per_rank()) {
+    PETS_CHECK(rank_rows.defined() && rank_rows.size(0) == mpi_.size(),
+               "the step carried no BatchNorm statistics of every rank");
+    state.rank_buffers = rank_rows.cpu();
+  } else {
+    state.rank_buffers = rank_row().cpu().unsqueeze(0).expand({mpi_.size(), -1}).contiguous();
+  }
 }
 
 void BatchNormSync::restore(const TrainingState& state, const std::string& path) {

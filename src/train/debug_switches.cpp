@@ -23,6 +23,7 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.verify_ranks = lookup("PETS_VERIFY_RANKS") != nullptr;
   s.default_malloc = lookup("PETS_DEFAULT_MALLOC") != nullptr;
   if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
+  if (const char* spec = lookup("PETS_PAUSE_STEP")) s.pause_step = parse_step_pause(spec);
   if (const char* seconds = lookup("PETS_PAUSE_EVAL")) {
     char* end = nullptr;
     const double v = std::strtod(seconds, &end);
@@ -55,6 +56,16 @@ std::optional<WritePause> parse_write_pause(const std::string& text) {
   p.seconds = std::strtod(seconds.c_str(), &end);
   if (seconds.empty() || end == nullptr || *end != 0 || !(p.seconds >= 0.0)) return std::nullopt;
   return p;
+}
+
+std::optional<StepPause> parse_step_pause(const std::string& text) {
+  long long step = -1;
+  double seconds = -1.0;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%lld:%lf%c", &step, &seconds, &extra) != 2 || step < 0 ||
+      !(seconds >= 0.0))
+    return std::nullopt;
+  return StepPause{static_cast<std::int64_t>(step), seconds};
 }
 
 std::optional<FaultSpec> parse_fault_spec(const std::string& text) {

@@ -51,6 +51,7 @@ struct DeviceInput::Impl {
   at::Tensor scale;  ///< [1, 3, 1, 1] on the device
   at::Tensor shift;
   std::unique_ptr<InputStream> stream;  ///< CUDA only
+  const CudaParts* cuda = nullptr;      ///< CUDA only: the resize kernel
 };
 
 DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dtype)
@@ -63,6 +64,7 @@ DeviceInput::DeviceInput(const c10::Device& device, int size, c10::ScalarType dt
     PETS_CHECK(cuda != nullptr, "device input: this LibTorch was built without CUDA");
     PETS_CHECK(torch::cuda::is_available(), "device input: CUDA device requested, none available");
     impl_->stream = cuda->input_stream(device_);
+    impl_->cuda = cuda;
     device_ = impl_->stream->device();
     pinned_ = true;
   } else {
@@ -96,7 +98,8 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
     return PendingImages(
         resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_));
   return impl_->stream->submit(crops.bytes, [&](const at::Tensor& on_device) {
-    return resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift, dtype_);
+    return impl_->cuda->resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift,
+                                         dtype_);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,7 @@ void InputPipeline::start_epoch(data::SplitKind kind, std::int64_t epoch, std::i
   ahead_images_.reset();
   current_images_ = at::Tensor();
   current_step_ = -1;
+  upload_seconds_ = 0.0;
   loader_.start_epoch(kind, epoch, first_step);
 }
 
@@ -76,7 +78,10 @@ void InputPipeline::submit_next() {
   crops.slots.reserve(b.boxes.size());
   for (std::size_t i = 0; i < b.boxes.size(); ++i)
     crops.slots.push_back(CropSlot{b.crop_offsets[i], b.boxes[i].height, b.boxes[i].width});
+  const auto start = std::chrono::steady_clock::now();
   ahead_images_ = std::make_unique<PendingImages>(input_->submit(crops));
+  upload_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The upload holds the tensor (and the pinned allocator defers its reuse): the loader's
   // handle can go now.
   b.crops = data::StagingBuffer{};
@@ -95,10 +100,13 @@ std::optional<data::Batch> InputPipeline::next() {
   if (!ahead_) return std::nullopt;
   data::Batch batch = std::move(*ahead_);
   std::unique_ptr<PendingImages> pending = std::move(ahead_images_);
+  const auto start = std::chrono::steady_clock::now();
   current_images_ = pending
                         ? pending->get()
                         : at::empty({0, 3, batch.h, batch.w}, at::TensorOptions().device(device_),
                                     at::MemoryFormat::ChannelsLast);
+  upload_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   current_step_ = batch.step;
   submit_next();
   return batch;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "pets/util/number_text.hpp"
 
@@ -91,6 +92,7 @@ void epoch_metrics_fields(M& m, F&& f) {
   f("train_seconds", m.train_seconds);
   f("eval_seconds", m.eval_seconds);
   f("loader_wait_share", m.loader_wait_share);
+  f("upload_share", m.upload_share);
 }
 
 template <class P, class F>
@@ -110,7 +112,11 @@ void to_json(nlohmann::json& j, const EpochMetrics& m) {
 }
 
 void from_json(const nlohmann::json& j, EpochMetrics& m) {
-  epoch_metrics_fields(m, [&](const char* key, auto& value) { j.at(key).get_to(value); });
+  epoch_metrics_fields(m, [&](const char* key, auto& value) {
+    // Metrics written before upload_share was recorded read as 0 there.
+    if (std::string_view(key) == "upload_share" && !j.contains(key)) return;
+    j.at(key).get_to(value);
+  });
 }
 
 void to_json(nlohmann::json& j, const EpochPosition& p) {

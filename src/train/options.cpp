@@ -127,6 +127,14 @@ std::vector<Entry> entries(const TrainOptions& o) {
              to_string(o.input)),
       valued("threads", "CPU threads per rank; 0: the cores in the rank's affinity mask",
              o.threads),
+      valued("loader-threads",
+             "loader worker threads per rank; 0: automatic (1 when the model is on the CPU; on "
+             "a GPU the rank's cores but one, at most 4)",
+             o.loader_threads),
+      flag("deterministic",
+           "deterministic algorithms only (cuDNN, cuBLAS): two runs with the same options on "
+           "the same GPU give the same model bit for bit; slower on a GPU",
+           o.deterministic),
       valued("out", "folder for checkpoints, metrics.jsonl and the final model", o.out, "DIR"),
       valued("progress",
              "auto | bar | lines | none (auto: a redrawn bar on a terminal, else plain lines)",
@@ -242,6 +250,11 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.threads = vm["threads"].as<int>();
   if (o.threads < 0)
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));
+  o.loader_threads = vm["loader-threads"].as<int>();
+  if (o.loader_threads < 0)
+    usage("--loader-threads must be 0 (automatic) or positive, got " +
+          std::to_string(o.loader_threads));
+  o.deterministic = vm["deterministic"].as<bool>();
   o.out = vm["out"].as<std::string>();
   if (o.out.empty()) usage("--out must name a folder");
   o.progress = parse_enum(

@@ -25,7 +25,8 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
   lo.train_batch = options.batch_size;
   lo.eval_batch = options.eval_batch_size;
   lo.seed = options.seed;
-  lo.workers = loader_workers(backend.device().is_cuda(), cores);
+  lo.workers = options.loader_threads > 0 ? options.loader_threads
+                                          : loader_workers(backend.device().is_cuda(), cores);
   lo.prefetch = 3;
   backend.configure_loader(lo);
   loader = agree_on_usage([&] { return std::make_unique<data::Loader>(lo); });

@@ -68,8 +68,8 @@ TrainingState RunSession::read_latest(const RunShape& current, std::string& path
   });
 }
 
-void RunSession::save(const TrainingState& state) const {
-  if (mpi_.rank() == 0) state.save(options_.out);
+std::string RunSession::save(const TrainingState& state) const {
+  return mpi_.rank() == 0 ? state.save(options_.out) : std::string();
 }
 
 void RunSession::write_metrics(const std::vector<EpochMetrics>& history) const {

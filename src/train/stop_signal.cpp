@@ -1,7 +1,9 @@
 #include "pets/train/stop_signal.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -14,20 +16,31 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_announce = 0;
 volatile std::sig_atomic_t g_terminal = 0;
+volatile std::sig_atomic_t g_final = 0;  // set_final_stretch(): the last checkpoint is written
+int g_pipe[2] = {-1, -1};                // the stop thread reads, the handler writes
 
 const char kNotice[] =
-    "pets_train: stop requested: the ranks finish this step and write a checkpoint "
-    "(Ctrl-C again: quit at once, without one)\n";
+    "pets_train: stop requested: rank 0 writes the checkpoint of the last step completed now "
+    "(Ctrl-C again: quit at once)\n";
+const char kFinalNotice[] =
+    "pets_train: stop requested after the last checkpoint: the run ends once the final model "
+    "is written\n";
 
 extern "C" void on_stop_signal(int signal) {
   const bool first = g_stop_signal == 0;
   g_stop_signal = signal;  // later ones change nothing else: the checkpoint goes on
+  // Only async-signal-safe calls here: write(2), to a non-blocking pipe and of constant text.
+  const int saved_errno = errno;
+  if (g_pipe[1] >= 0) (void)!::write(g_pipe[1], "s", 1);
   if (first && g_announce) {
-    // Only async-signal-safe calls here: write(2) of constant text. On a terminal the progress
-    // line is still drawn: start on a line of our own.
+    // On a terminal the progress line is still drawn: start on a line of our own.
     if (g_terminal) (void)!::write(STDERR_FILENO, "\n", 1);
-    (void)!::write(STDERR_FILENO, kNotice, sizeof kNotice - 1);
+    if (g_final)
+      (void)!::write(STDERR_FILENO, kFinalNotice, sizeof kFinalNotice - 1);
+    else
+      (void)!::write(STDERR_FILENO, kNotice, sizeof kNotice - 1);
   }
+  errno = saved_errno;
 }
 
 void install(int signal, int flags) {
@@ -41,7 +54,11 @@ void install(int signal, int flags) {
 }  // namespace
 
 void install_stop_handlers(bool announce) {
+  if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC) == 0) {
+    (void)::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);  // the handler never waits
+  }
   g_announce = announce ? 1 : 0;
+  g_final = 0;
   g_terminal = ::isatty(STDERR_FILENO) ? 1 : 0;
   install(SIGUSR1, 0);
   install(SIGTERM, 0);
@@ -52,6 +69,14 @@ void install_stop_handlers(bool announce) {
 
 int stop_signal() { return g_stop_signal; }
 
+int stop_signal_fd() { return g_pipe[0]; }
+
+void wake_stop_reader(char what) {
+  if (g_pipe[1] >= 0) (void)!::write(g_pipe[1], &what, 1);
+}
+
+void set_final_stretch() { g_final = 1; }
+
 std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const std::string& out) {
   const char* name = signal == SIGINT    ? " (SIGINT)"
                      : signal == SIGTERM ? " (SIGTERM)"
@@ -61,12 +86,22 @@ std::string stop_line(int signal, std::int64_t epoch, std::int64_t step, const s
       signal != 0 ? "signal " + std::to_string(signal) : std::string("a signal to another rank");
   return "stopped by " + by + " at epoch " + std::to_string(epoch) + ", step " +
          std::to_string(step) + name + "; checkpoint written in " + out +
-         "; continue with --resume: the same command with --resume added (jobs/train.sbatch "
-         "and jobs/interactive.sh add it themselves)";
+         "; continue with --resume: pets_train --resume --out " + out +
+         " (the checkpoint records every other option; jobs/train.sbatch and "
+         "jobs/interactive.sh add --resume themselves)";
 }
 
 void reset_stop_signal() {
   g_stop_signal = 0;
+  g_final = 0;
+  if (g_pipe[0] >= 0) {  // forget the bytes of earlier signals too
+    const int flags = ::fcntl(g_pipe[0], F_GETFL);
+    (void)::fcntl(g_pipe[0], F_SETFL, flags | O_NONBLOCK);
+    char bytes[64];
+    while (::read(g_pipe[0], bytes, sizeof bytes) > 0) {
+    }
+    (void)::fcntl(g_pipe[0], F_SETFL, flags);
+  }
   install(SIGINT, SA_RESETHAND);
 }
 

@@ -2,6 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
 #include "pets/comm/communicator.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
@@ -32,7 +36,9 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const torch::Device device = fc->weight.device();
   const int64_t weight_numel = fc->weight.numel();
   const int64_t head_numel = weight_numel + fc->bias.numel();
-  // [fc.weight grad, fc.bias grad, loss sum, images, stop requests]: one allreduce per step.
+  // [fc.weight grad, fc.bias grad, loss sum, images, stop requests, every rank's rank_state
+  // (each rank fills its own row, the others are zeros: the sum is exact)]: one allreduce.
+  int64_t state_numel = 0;
   torch::Tensor reduced =
       torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device));
   if (batch.n > 0) {
@@ -46,6 +52,18 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     reduced.narrow(0, weight_numel, head_numel - weight_numel).copy_(fc->bias.grad());
     reduced[head_numel] = loss.item<double>();
     reduced[head_numel + 1] = static_cast<double>(batch.n);
+  }
+  if (settings_.rank_state) {
+    const torch::Tensor mine = settings_.rank_state();
+    state_numel = mine.numel();
+    reduced = torch::cat({reduced, torch::zeros({comm_.size() * state_numel}, reduced.options())});
+    reduced.narrow(0, head_numel + 3 + comm_.rank() * state_numel, state_numel).copy_(mine);
+  }
+  if (settings_.pause && settings_.pause->step == schedule_.step_count() && comm_.rank() == 0) {
+    std::fprintf(stderr, "pausing in step %lld (test switch, %.1f s)\n",
+                 static_cast<long long>(settings_.pause->step), settings_.pause->seconds);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(settings_.pause->seconds));
   }
   reduced[head_numel + 2] = stop_requested() ? 1.0 : 0.0;
   const bool skew = inject_fault(settings_.fault, comm_.rank(), schedule_.step_count());
@@ -83,6 +101,9 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   if (scaler_) scaler_->update(result.skipped);
   adam_->zero_grad();
   result.stop = reduced[head_numel + 2].item<double>() > 0.0;
+  if (state_numel > 0)
+    result.rank_states =
+        reduced.narrow(0, head_numel + 3, comm_.size() * state_numel).view({comm_.size(), -1});
   return result;
 }
 

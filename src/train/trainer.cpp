@@ -18,6 +18,7 @@
 #include "pets/train/run_report.hpp"
 #include "pets/train/run_session.hpp"
 #include "pets/train/startup.hpp"
+#include "pets/train/stop_checkpoint.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/tensorboard.hpp"
 #include "pets/train/train_step.hpp"
@@ -63,8 +64,12 @@ class Trainer {
   bool train_epoch(int64_t epoch, EpochPosition& position);
   /// False when the ranks agreed to stop before a batch (metrics unset).
   bool evaluate(int64_t epoch, EpochMetrics& metrics);
-  /// Checkpoints the run at (epoch, position) (collective: BatchNormSync::save).
-  void save(int64_t epoch, const EpochPosition& position);
+  /// Checkpoints the run at the start of `epoch`, after the previous one's evaluation.
+  void save(int64_t epoch);
+  /// The state just after a training step, whose allreduce carried `rank_states`, for a stop
+  /// (StopCheckpoint::commit; rank 0 only: no collective).
+  TrainingState state_after_step(int64_t epoch, const EpochPosition& position,
+                                 const at::Tensor& rank_states) const;
 
   const TrainOptions& options_;
   const comm::MpiComm& mpi_;
@@ -78,6 +83,7 @@ class Trainer {
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchNormSync> batchnorm_;
   std::unique_ptr<StopAgreement> stop_;
+  std::unique_ptr<StopCheckpoint> stop_checkpoint_;  ///< rank 0 writes a stop's checkpoint
   std::unique_ptr<Evaluator> evaluator_;
   /// --bn-mode eval: the backbone never changes, so it runs folded (BatchNorm folded into the
   /// convolutions), and the evaluator keeps the evaluation features. PETS_UNFOLDED keeps the
@@ -102,15 +108,20 @@ void Trainer::setup() {
   torch::manual_seed(options_.seed);
   data_ = std::make_unique<RunData>(options_, mpi_, *backend_, threads.threads, log_);
   make_model();
+  batchnorm_ = std::make_unique<BatchNormSync>(*model_, mpi_, backend_->device_comm(),
+                                               options_.bn_mode == BnMode::kTrain);
   StepSettings settings = backend_->step_settings();
   settings.fault = switches_.inject_fault;
+  settings.pause = switches_.pause_step;
   if (switches_.verify_ranks) settings.verify = &backend_->host_comm();
+  // Every step's allreduce carries every rank's BatchNorm statistics, so that rank 0 can write
+  // the checkpoint of the last step completed on its own (stop_checkpoint.hpp).
+  if (batchnorm_->varies_per_rank())
+    settings.rank_state = [this] { return batchnorm_->rank_row(); };
   OneCycleOptions so;
   so.max_lr = options_.max_lr;
   so.total_steps = options_.epochs * data_->loader->steps_per_epoch(SplitKind::kTrain);
   step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
-  batchnorm_ = std::make_unique<BatchNormSync>(*model_, mpi_, backend_->device_comm(),
-                                               options_.bn_mode == BnMode::kTrain);
   stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
   const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
   evaluator_ = std::make_unique<Evaluator>(backend_->host_comm(), fold);
@@ -184,6 +195,8 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     position.images += result.images;
     position.step = step + 1;
     position.seconds = seconds_before + seconds_since(start);
+    stop_checkpoint_->commit(epoch, position.step,
+                             [&] { return state_after_step(epoch, position, result.rank_states); });
     log_.progress(progress_->trained(epoch, step + 1, position.images / position.seconds,
                                      position.loss_sum / position.images));
     board_.progress(step_->schedule().step_count(), position.loss_sum / position.images,
@@ -231,12 +244,21 @@ bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   return true;
 }
 
-void Trainer::save(int64_t epoch, const EpochPosition& position) {
+void Trainer::save(int64_t epoch) {
+  TrainingState state =
+      TrainingState::at(data_->shape(options_, mpi_.size()), epoch, EpochPosition{}, history_);
+  step_->save(state);
+  batchnorm_->save(state);
+  stop_checkpoint_->save(epoch, state);
+}
+
+TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& position,
+                                        const at::Tensor& rank_states) const {
   TrainingState state =
       TrainingState::at(data_->shape(options_, mpi_.size()), epoch, position, history_);
   step_->save(state);
-  batchnorm_->save(state);
-  session_->save(state);
+  batchnorm_->save_after_step(state, rank_states);
+  return state.cloned();
 }
 
 TrainResult Trainer::run() {
@@ -245,6 +267,11 @@ TrainResult Trainer::run() {
   apply_process_switches(switches_);
   const auto start = Clock::now();
   session_ = std::make_unique<RunSession>(options_, mpi_, log_);
+  stop_checkpoint_ = std::make_unique<StopCheckpoint>(
+      mpi_.rank() == 0
+          ? StopCheckpoint::Writer([this](const TrainingState& s) { return session_->save(s); })
+          : StopCheckpoint::Writer(),
+      options_.out);
   setup();
   TrainResult result;
   if (session_->resuming() && first_epoch_ == options_.epochs) {
@@ -253,6 +280,13 @@ TrainResult Trainer::run() {
     return result;
   }
   if (options_.overwrite) session_->remove_earlier_run();
+  // What a stop before the first step writes (after --overwrite's removal, which would take it).
+  if (session_->resuming())
+    stop_checkpoint_->commit_on_disk(first_epoch_, first_position_.step);
+  else
+    stop_checkpoint_->commit(first_epoch_, 0, [&] {
+      return state_after_step(first_epoch_, EpochPosition{}, at::Tensor());
+    });
   EpochPosition position = first_position_;
   for (int64_t epoch = first_epoch_; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
     // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
@@ -261,6 +295,9 @@ TrainResult Trainer::run() {
     EpochMetrics metrics;
     if (complete) {
       metrics = training_metrics(epoch, position, step_->last_lr());
+      // The split of a resumed epoch covers its steps since the start.
+      if (position.seconds > 0)
+        metrics.upload_share = data_->input->upload_seconds() / position.seconds;
       complete = evaluate(epoch, metrics);
     }
     if (complete) {
@@ -269,19 +306,21 @@ TrainResult Trainer::run() {
       log_.note(summary_line(metrics));
       board_.epoch(step_->schedule().step_count(), metrics);
       if (options_.keep_best) session_->keep_best(history_, *model_, *data_->loader);
-      save(epoch + 1, EpochPosition{});
+      save(epoch + 1);
       session_->write_metrics(history_);
-    } else {
-      save(epoch, position);
     }
     const bool last = complete && epoch + 1 == options_.epochs;
-    // A signal during the checkpoint: agreed here, not one step later.
+    // A signal during the checkpoint: agreed here, not one step later. Rank 0's stop thread has
+    // written the checkpoint of the last step completed (or writes it now, when the signal came
+    // to another rank) and printed the line.
     if (!last && (complete ? stop_->agree() : stop_->agreed())) {
-      log_.note(stop_line(stop_signal(), complete ? epoch + 1 : epoch, complete ? 0 : position.step,
-                          options_.out));
+      stop_checkpoint_->stop();
       result.preempted = true;
       break;
     }
+    // A signal from here on writes nothing: the run ends once the final model is written. One
+    // that came before (its line printed by rank 0) ends the run as stopped.
+    if (last && stop_checkpoint_->close()) result.preempted = true;
   }
   result.epochs = history_;
   if (result.preempted) return result;

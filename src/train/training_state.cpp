@@ -32,6 +32,15 @@ TrainingState TrainingState::at(const RunShape& shape, int64_t epoch, const Epoc
   return s;
 }
 
+TrainingState TrainingState::cloned() const {
+  TrainingState s = *this;
+  for (auto& [name, t] : s.model) t = t.detach().clone();
+  if (s.rank_buffers.defined()) s.rank_buffers = s.rank_buffers.clone();
+  for (auto& t : s.adam_exp_avg) t = t.clone();
+  for (auto& t : s.adam_exp_avg_sq) t = t.clone();
+  return s;
+}
+
 void TrainingState::restore_model_tensors(const Tensors& targets, const std::string& path) const {
   std::map<std::string, at::Tensor> saved(model.begin(), model.end());
   torch::NoGradGuard no_grad;

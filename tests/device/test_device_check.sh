@@ -42,11 +42,12 @@ done
 for part in parity_cuda nccl_one_rank device_input; do
   check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU (CPU cases passed)"
 done
-for part in gpu train_fp32 train_fp16 train_bf16 train_determinism; do
+for part in gpu train_fp32 train_fp16 train_bf16 train_determinism train_determinism_bitwise; do
   check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU"
 done
 # The Python side's scripts run too (tiny sizes on the CPU); the tutorial's needs torchvision.
 check_eq torch_ceilings "$(status_of "$report" torch_ceilings)" passed
+check_eq step_profile "$(status_of "$report" step_profile)" passed
 case "$(status_of "$report" tutorial_5_epochs)" in
   passed | "skipped: "*" has no torchvision or PIL") ;;
   *) fail "tutorial_5_epochs: $(status_of "$report" tutorial_5_epochs)" ;;

@@ -11,13 +11,14 @@ import tempfile
 REPORT = sys.argv[1]  # bench/device_report.py
 
 
-def run_report(parts):
+def run_report(parts, statuses=None):
     with tempfile.TemporaryDirectory() as d:
         pdir = os.path.join(d, "parts")
         os.mkdir(pdir)
         for i, (name, figures) in enumerate(parts.items()):
             with open(os.path.join(pdir, f"{i:02d}_{name}.json"), "w") as f:
-                json.dump({"name": name, "status": "passed", "seconds": 1, "figures": figures,
+                json.dump({"name": name, "status": (statuses or {}).get(name, "passed"), "seconds": 1,
+                           "figures": figures,
                            "log_tail": ""}, f)
         out = os.path.join(d, "report.json")
         subprocess.run([sys.executable, REPORT, pdir, out, "10", "0"], check=True,
@@ -55,15 +56,31 @@ def expect(what, got, want):
         failures.append(f"{what}: got {got!r}, want {want!r}")
 
 
-good = run_report(gpu_parts([15500, 16500, 17000, 16800, 16900], [0.01] * 5, [19000, 21000, 22000, 21000, 21000],
-                            26000, 16200, 15000, 10, 20, 300))["targets"]
+good_parts = gpu_parts([15500, 16500, 17000, 16800, 16900], [0.01] * 5, [19000, 21000, 22000, 21000, 21000],
+                       26000, 16200, 15000, 10, 20, 300)
+# --deterministic and --loader-threads runs beside np1_bf16: the cost is a ratio of steady medians.
+runs = good_parts["harness_end_to_end"]["end_to_end"]["runs"]
+runs["np1_bf16_deterministic"] = {"per_epoch": [{"train_images_per_s": r * 0.8, "loader_wait_share": 0.01}
+                                                for r in [15500, 16500, 17000, 16800, 16900]]}
+runs["np1_bf16_loader8"] = {"per_epoch": [{"train_images_per_s": r, "loader_wait_share": 0.005}
+                                          for r in [15000, 17000, 17500]]}
+good_parts["determinism_bitwise"] = {}
+good = run_report(good_parts)["targets"]
 for key in VERDICTS:
     expect("good: " + key, good.get(key), True)
 expect("good: whole job", good.get("whole_job_seconds"), 30)
+expect("good: bitwise", good.get("deterministic_bitwise_same_models"), True)
+expect("good: deterministic cost", round(good.get("deterministic_steady_over_default", 0), 4), 0.8)
+expect("good: loader threads", good.get("loader_threads"),
+       {"np1_bf16": {"steady_images_per_s": 16850.0, "steady_loader_wait_share": 0.01},
+        "np1_bf16_loader8": {"steady_images_per_s": 17250.0, "steady_loader_wait_share": 0.005}})
 expect("good: first over steady", round(good.get("e2e_bf16_first_over_steady", 0), 4), round(15500 / 16850, 4))
 
-bad = run_report(gpu_parts([2650, 5500, 5600, 5400, 5500], [0.3, 0.26, 0.38, 0.3, 0.3], [6900, 7500, 7000, 7100, 7200],
-                           13000, 8300, 12000, 40, 45, 300))["targets"]
+bad_parts = gpu_parts([2650, 5500, 5600, 5400, 5500], [0.3, 0.26, 0.38, 0.3, 0.3], [6900, 7500, 7000, 7100, 7200],
+                      13000, 8300, 12000, 40, 45, 300)
+bad_parts["determinism_bitwise"] = {}
+bad = run_report(bad_parts, {"determinism_bitwise": "failed: the models differ run to run"})["targets"]
+expect("bad: bitwise", bad.get("deterministic_bitwise_same_models"), False)
 for key in VERDICTS:
     expect("bad: " + key, bad.get(key), False)
 
@@ -77,6 +94,8 @@ t = run_report(partial)["targets"]
 expect("partial: no tutorial, no whole-job verdict", "whole_job_at_most_a_fifth" in t, False)
 expect("partial: 3 epochs are not the 5-epoch job", "whole_job_seconds" in t, False)
 expect("partial: no fp16, no comparison", "step_bf16_no_slower_than_fp16" in t, False)
+for key in ("deterministic_bitwise_same_models", "deterministic_steady_over_default", "loader_threads"):
+    expect("partial: no such runs, no " + key, key in t, False)
 expect("partial: the steady figure still judged", t.get("e2e_bf16_steady_at_least_16000"), True)
 
 if failures:

@@ -64,6 +64,8 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
   EXPECT_EQ(o.input, pets::train::InputChoice::kAuto);
   EXPECT_EQ(o.threads, 0);
+  EXPECT_EQ(o.loader_threads, 0);
+  EXPECT_FALSE(o.deterministic);
   EXPECT_EQ(o.out, "runs/pets");
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kNo);
   EXPECT_FALSE(o.overwrite);
@@ -94,6 +96,9 @@ TEST(TrainOptions, EveryOptionIsRead) {
                                 "device",
                                 "--threads",
                                 "3",
+                                "--loader-threads",
+                                "6",
+                                "--deterministic",
                                 "--out",
                                 "runs/x",
                                 "--resume"})
@@ -110,6 +115,8 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
   EXPECT_EQ(o.input, pets::train::InputChoice::kDevice);
   EXPECT_EQ(o.threads, 3);
+  EXPECT_EQ(o.loader_threads, 6);
+  EXPECT_TRUE(o.deterministic);
   EXPECT_EQ(o.out, "runs/x");
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kYes);
 }
@@ -143,10 +150,27 @@ TEST(TrainOptions, ResumeAndOverwrite) {
 TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
   const ParseResult r = parse({"--help"});  // no --data needed
   EXPECT_EQ(r.action, Action::kHelp);
-  for (const char* name :
-       {"--data", "--epochs", "--batch-size", "--eval-batch-size", "--max-lr", "--mixed-precision",
-        "--seed", "--pretrained", "--bn-mode", "--device", "--input", "--threads", "--out",
-        "--resume", "--overwrite", "--keep-best", "--config", "--write-config", "--help"})
+  for (const char* name : {"--data",
+                           "--epochs",
+                           "--batch-size",
+                           "--eval-batch-size",
+                           "--max-lr",
+                           "--mixed-precision",
+                           "--seed",
+                           "--pretrained",
+                           "--bn-mode",
+                           "--device",
+                           "--input",
+                           "--threads",
+                           "--loader-threads",
+                           "--deterministic",
+                           "--out",
+                           "--resume",
+                           "--overwrite",
+                           "--keep-best",
+                           "--config",
+                           "--write-config",
+                           "--help"})
     EXPECT_MENTIONS(r.help, name);
   for (const char* def : {"(=5)", "(=64)", "(=128)", "(=3e-2)", "(=no)", "(=42)", "(=train)",
                           "(=auto)", "(=0)", "(=runs/pets)"})
@@ -170,6 +194,7 @@ TEST(TrainOptions, BadValues) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--seed", "-1"}), "--seed");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--seed", "12x"}), "--seed");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--threads", "-2"}), "--threads");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--loader-threads", "-1"}), "--loader-threads");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--epochs"}), "--epochs");  // value missing
   EXPECT_MENTIONS(usage_error({"--data", ""}), "--data");
 }

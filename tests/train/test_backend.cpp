@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/backend.hpp"
@@ -74,6 +78,41 @@ TEST(Backend, ACpuRunGetsMpiItsPrecisionAndItsInputPath) {
   // What the machine lacks: the same usage error on every rank.
   o.mixed_precision = MixedPrecision::kFp16;
   EXPECT_THROW(pets::train::make_backend(o, mpi), pets::UsageError);
+}
+
+// --deterministic sets LibTorch's process-wide switches (this test restores them) and cuBLAS's
+// workspace, and says so; without it nothing changes.
+TEST(Backend, DeterministicAsksForDeterministicAlgorithmsOnly) {
+  const pets::comm::MpiComm mpi;
+  auto& context = at::globalContext();
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  TrainOptions o;
+  o.data = "d";
+  o.device = DeviceChoice::kCpu;
+  const auto plain = pets::train::make_backend(o, mpi);
+  EXPECT_FALSE(context.deterministicAlgorithms());
+  EXPECT_FALSE(context.deterministicCuDNN());
+  EXPECT_EQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+  const auto mentions = [](const std::vector<std::string>& lines, const std::string& part) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  };
+  EXPECT_FALSE(mentions(plain->notices(), "--deterministic"));
+  context.setBenchmarkCuDNN(true);
+  o.deterministic = true;
+  const auto strict = pets::train::make_backend(o, mpi);
+  EXPECT_TRUE(context.deterministicAlgorithms());
+  EXPECT_FALSE(context.deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(context.deterministicCuDNN());
+  EXPECT_FALSE(context.benchmarkCuDNN());
+  ASSERT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+  EXPECT_STREQ(std::getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
+  EXPECT_TRUE(mentions(strict->notices(), "--deterministic"));
+  // An operator without a deterministic algorithm is refused, not run: LibTorch's own check.
+  EXPECT_THROW(context.alertNotDeterministic("an operator without one"), c10::Error);
+  context.setDeterministicAlgorithms(false, false);
+  context.setDeterministicCuDNN(false);
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
 }
 
 TEST(Backend, NamesItsDeviceForTheStartupLine) {

@@ -58,6 +58,16 @@ TEST(DebugSwitches, EvalPauseSeconds) {
     EXPECT_EQ(from({{"PETS_PAUSE_EVAL", bad}}).pause_eval_seconds, 0.0) << bad;
 }
 
+TEST(DebugSwitches, StepPauseSyntax) {
+  EXPECT_FALSE(from({}).pause_step);
+  const DebugSwitches on = from({{"PETS_PAUSE_STEP", "23:60"}});
+  ASSERT_TRUE(on.pause_step);
+  EXPECT_EQ(on.pause_step->step, 23);
+  EXPECT_DOUBLE_EQ(on.pause_step->seconds, 60.0);
+  for (const char* bad : {"", "23", ":3", "-1:3", "2:-1", "2:3s", "x:3", "2:"})
+    EXPECT_FALSE(pets::train::parse_step_pause(bad)) << bad;
+}
+
 TEST(DebugSwitches, FaultSpecSyntax) {
   const auto spec = pets::train::parse_fault_spec("sigkill:0:123456789012");
   ASSERT_TRUE(spec);
@@ -118,7 +128,8 @@ TEST(StopSignal, FirstInterruptStopsSecondQuits) {
         std::raise(SIGINT);
         std::_Exit(4);  // not reached: the second SIGINT kills
       },
-      ::testing::KilledBySignal(SIGINT), "pets_train: stop requested: the ranks finish this step");
+      ::testing::KilledBySignal(SIGINT),
+      "pets_train: stop requested: rank 0 writes the checkpoint of the last step");
 }
 
 }  // namespace

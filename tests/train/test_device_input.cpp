@@ -17,6 +17,7 @@
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"
 #include "pets/train/batch_resize.hpp"
+#include "pets/train/cuda_parts.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/util/error.hpp"
 
@@ -610,4 +611,72 @@ TEST(DeviceInputCuda, BatchedResizeMatchesPerCropAndCpuPath) {
   }
   std::printf("CUDA batched vs CPU path: max |diff| %.3g, mean %.3g over %d crops\n", vs_cpu.worst,
               vs_cpu.mean(), vs_cpu.crops);
+}
+
+// The CUDA kernel (CudaParts::resize_normalize), which DeviceInput runs on a GPU, against the
+// batched tensor path on the same device and the CPU path, over crops of every size (enlarged,
+// reduced by up to 20x, one-pixel rows and columns) at two output sizes; its bf16 and fp16 are
+// its float result rounded once; bad slots and dtypes are refused as the batched path refuses
+// them.
+TEST(DeviceInputCuda, KernelMatchesBatchedPathAndCpuPath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const pets::train::CudaParts* cuda = pets::train::cuda_parts();
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<Image> images = test_images();
+  const torch::Device device(torch::kCUDA);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(device);
+  Stats vs_cpu;
+  double vs_batched = 0;
+  bool saw_upscale = false, saw_one_pixel = false;
+  for (const int size : {kSize, 37}) {
+    const std::vector<CropSource> crops = random_crops(images, 17 + size, 60);
+    const HostCrops staged = pets::train::stage_crops(crops, true);
+    const at::Tensor bytes = staged.bytes.to(device, torch::kUInt8, /*non_blocking=*/true);
+    const at::Tensor kernel =
+        cuda->resize_normalize(bytes, staged.slots, size, norm.scale, norm.shift, torch::kFloat32);
+    const at::Tensor batched =
+        resize_normalize(bytes, staged.slots, size, norm.scale, norm.shift, torch::kFloat32);
+    ASSERT_EQ(kernel.sizes(), batched.sizes());
+    EXPECT_TRUE(kernel.is_cuda());
+    EXPECT_TRUE(kernel.is_contiguous(at::MemoryFormat::ChannelsLast));
+    vs_batched = std::max(vs_batched, (kernel - batched).abs().max().item<double>());
+    const at::Tensor host = kernel.cpu();
+    for (std::size_t i = 0; i < crops.size(); ++i) {
+      const CropBox& b = crops[i].box;
+      saw_upscale |= std::min(b.height, b.width) < size;
+      saw_one_pixel |= std::min(b.height, b.width) == 1;
+      const Diff d = compare(host, static_cast<std::int64_t>(i), cpu_result(crops[i], size));
+      EXPECT_LE(d.max_abs, kMaxAbs) << size << " " << describe(*crops[i].image, b);
+      EXPECT_LE(d.mean_abs, kCropMeanAbs) << size << " " << describe(*crops[i].image, b);
+      vs_cpu.add(d);
+    }
+    for (const auto dtype : {torch::kBFloat16, torch::kFloat16}) {
+      const at::Tensor low =
+          cuda->resize_normalize(bytes, staged.slots, size, norm.scale, norm.shift, dtype);
+      EXPECT_EQ(low.scalar_type(), dtype);
+      EXPECT_TRUE(low.is_contiguous(at::MemoryFormat::ChannelsLast));
+      EXPECT_TRUE(torch::equal(low, kernel.to(dtype)));
+    }
+    std::vector<pets::train::CropSlot> past = staged.slots;
+    past.back().offset = bytes.numel();
+    EXPECT_THROW(cuda->resize_normalize(bytes, past, size, norm.scale, norm.shift, torch::kFloat32),
+                 pets::Error);
+    EXPECT_THROW(
+        cuda->resize_normalize(bytes, staged.slots, size, norm.scale, norm.shift, torch::kInt32),
+        pets::Error);
+    EXPECT_THROW(cuda->resize_normalize(staged.bytes, staged.slots, size, norm.scale, norm.shift,
+                                        torch::kFloat32),
+                 pets::Error);  // host bytes
+  }
+  EXPECT_TRUE(saw_upscale && saw_one_pixel);
+  EXPECT_LE(vs_cpu.mean(), kMeanAbs);
+  EXPECT_LE(vs_batched, kMaxAbs);
+  EXPECT_EQ(
+      cuda->resize_normalize(torch::empty({0}, torch::TensorOptions(device).dtype(torch::kUInt8)),
+                             {}, kSize, norm.scale, norm.shift, torch::kFloat32)
+          .size(0),
+      0);
+  std::printf(
+      "CUDA kernel vs CPU path: max |diff| %.3g, mean %.3g over %d crops; vs batched %.3g\n",
+      vs_cpu.worst, vs_cpu.mean(), vs_cpu.crops, vs_batched);
 }

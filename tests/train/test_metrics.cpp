@@ -21,6 +21,7 @@ EpochMetrics sample() {
   p.wait_seconds = 0.2;
   EpochMetrics m = pets::train::training_metrics(3, p, 1.5e-3);
   pets::train::set_evaluation(m, 35, 40, 0.5);
+  m.upload_share = 0.0125;
   return m;
 }
 
@@ -89,11 +90,19 @@ TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "correct", "epoch", "eval_images_per_s",
                                             "eval_seconds", "evaluated", "loader_wait_share", "lr",
-                                            "train_images_per_s", "train_loss", "train_seconds"}));
+                                            "train_images_per_s", "train_loss", "train_seconds",
+                                            "upload_share"}));
   const EpochMetrics back = j.get<EpochMetrics>();
   EXPECT_EQ(nlohmann::json(back).dump(), j.dump());
+  // A line written before upload_share was recorded reads, with 0 there.
+  nlohmann::json old = j;
+  old.erase("upload_share");
+  EXPECT_EQ(old.get<EpochMetrics>().upload_share, 0.0);
+  old.erase("lr");
+  EXPECT_THROW(old.get<EpochMetrics>(), nlohmann::json::exception);
   EXPECT_EQ(back.accuracy, m.accuracy);
   EXPECT_EQ(back.train_loss, m.train_loss);
+  EXPECT_EQ(back.upload_share, 0.0125);
 
   EpochPosition p;
   p.step = 4;

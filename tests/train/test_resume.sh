@@ -39,7 +39,7 @@ for k in $(seq 1 $((epochs - 1))); do
   cmp -s full/model.safetensors "after_$k/model.safetensors" ||
     fail "resumed after epoch $k: final weights differ from the uninterrupted run's"
   # Timings differ; the epochs' results do not (the earlier ones come from the checkpoint).
-  results() { sed -E 's/"(eval_images_per_s|eval_seconds|loader_wait_share|train_images_per_s|train_seconds)":[^,}]*,?//g' "$1"; }
+  results() { sed -E 's/"(eval_images_per_s|eval_seconds|loader_wait_share|upload_share|train_images_per_s|train_seconds)":[^,}]*,?//g' "$1"; }
   [ "$(results full/metrics.jsonl)" = "$(results "after_$k/metrics.jsonl")" ] ||
     fail "resumed after epoch $k: metrics.jsonl lost or changed the results of some epoch"
 done
@@ -64,8 +64,14 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b >= 60.0 
   fail "final accuracy $b after resuming with 1 rank is not within 25 points of $a"
 
 # 3. A mid-epoch checkpoint holds each rank's BatchNorm statistics: another rank count is refused.
-start_np 2 "$train" "${common[@]}" --out mid > mid.out 2> mid.err
-for _ in $(seq 1 1200); do [ -s mid/latest ] && break; sleep 0.05; done
+# The stop checkpoints the last step completed: SIGUSR1 while rank 0 is held in global step 12
+# (epoch 1, 9 steps an epoch) lands at epoch 1, step 3.
+PETS_PAUSE_STEP=12:3 start_np 2 -x PETS_PAUSE_STEP "$train" "${common[@]}" --out mid > mid.out 2> mid.err
+for _ in $(seq 1 6000); do
+  grep -q '^pausing in step 12 ' mid.err && break
+  kill -0 "$np_pid" || break
+  sleep 0.1
+done
 kill -USR1 "$np_pid"
 wait "$np_pid"; status=$?
 [ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; show mid.err; }

@@ -44,6 +44,11 @@ c10::Device pick_device(DeviceChoice choice, int local_rank);
 /// on CUDA only, `cpu` never.
 bool use_device_input(InputChoice choice, const c10::Device& device);
 
+/// --deterministic: LibTorch's deterministic algorithms only (an operator without one is refused
+/// with LibTorch's error), cuDNN's deterministic ones without autotuning, cuBLAS's fixed workspace
+/// (CUBLAS_WORKSPACE_CONFIG, unless already set). Process-wide; call before the first CUDA work.
+void use_deterministic_algorithms();
+
 /// The backbone's autocast under `precision`: bf16 or fp16, nothing for `no`.
 std::optional<c10::ScalarType> autocast_dtype(MixedPrecision precision);
 
@@ -90,6 +95,7 @@ class Backend {
   BackboneForward forward_;
   bool loss_scaling_;
   bool device_input_;
+  bool deterministic_;
 };
 
 /// The backend of a run with `options` on this rank of `mpi` (which must outlive it): checks the

@@ -26,6 +26,10 @@ struct TrainingState;
 /// ranks that ran the same steps). Collective; buffers on the communicator's device.
 void sync_batchnorm(torch::nn::Module& module, comm::Communicator& comm);
 
+/// This rank's buffers of `module` flattened in registration order into one float64 vector on
+/// their device (exact for float32 statistics and int64 counters): one row of the tensors below.
+at::Tensor rank_buffer_row(const torch::nn::Module& module);
+
 /// Every rank's buffers of `module`, flattened in registration order into rows of a
 /// [world, n] float64 CPU tensor (exact for float32 statistics and int64 counters), on rank 0;
 /// other ranks get a tensor of that shape with unspecified contents. Collective over `mpi`.
@@ -50,6 +54,15 @@ class BatchNormSync {
   /// epoch (state.mid_epoch()), where they differ per rank, every rank's too
   /// (state.rank_buffers, on rank 0). Collective over `mpi` then.
   void save(TrainingState& state) const;
+  /// Whether the ranks' statistics differ inside an epoch (train mode, several ranks): then each
+  /// training step carries every rank's (rank_row() as TrainStep's rank_state).
+  bool varies_per_rank() const;
+  /// This rank's buffers as one row (rank_buffer_row).
+  at::Tensor rank_row() const;
+  /// save() without a collective, for the state just after a training step whose allreduce
+  /// carried `rank_rows` (StepResult::rank_states; undefined unless varies_per_rank()): every
+  /// rank's buffers come from there, or, where they are the same on every rank, from this one.
+  void save_after_step(TrainingState& state, const at::Tensor& rank_rows) const;
   /// Restores the buffers from `state` (read from `path`), this rank's own row when it holds
   /// every rank's. Throws pets::UsageError naming `path` when a buffer is missing or the
   /// checkpoint holds another number of ranks.

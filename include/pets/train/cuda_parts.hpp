@@ -8,10 +8,12 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace pets::comm {
 class Communicator;
@@ -21,6 +23,7 @@ class MpiComm;
 namespace pets::train {
 
 class PendingImages;
+struct CropSlot;
 
 /// DeviceInput's work on a CUDA device: a stream of its own, each batch's images marked ready by
 /// an event that the consumer's stream waits for (PendingImages::get).
@@ -48,6 +51,13 @@ class CudaParts {
   virtual std::unique_ptr<InputStream> input_stream(const c10::Device& device) const = 0;
   /// The name of CUDA device `index` ("NVIDIA H200"), or empty when the driver does not say.
   virtual std::string device_name(int index) const = 0;
+  /// resize_normalize's result (batch_resize.hpp; the same contract and errors, `bytes` on a
+  /// CUDA device) from one kernel on the current stream: each output pixel computed from the crop
+  /// with data::bilinear_taps' taps in data::resize_crop_bilinear's order, the slots the only
+  /// upload. The batched tensor path is what it is checked against.
+  virtual at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots,
+                                      int size, const at::Tensor& scale, const at::Tensor& shift,
+                                      c10::ScalarType dtype) const = 0;
 };
 
 /// The CUDA parts of this build, or null when it has none (a CPU LibTorch).

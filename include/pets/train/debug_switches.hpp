@@ -29,6 +29,14 @@ struct WritePause {
   double seconds = 0.0;
 };
 
+/// PETS_PAUSE_STEP="STEP:SECONDS": rank 0 spends SECONDS more in global step STEP, just before its
+/// allreduce, announced on stderr; unlike PETS_PAUSE_EVAL no signal ends it (a long step in
+/// flight, as a CPU step of a large batch), so that a test can stop the run there.
+struct StepPause {
+  std::int64_t step = -1;
+  double seconds = 0.0;
+};
+
 /// The switches, read once.
 struct DebugSwitches {
   std::optional<FaultSpec> inject_fault;  ///< PETS_INJECT_FAULT (unset or malformed: none)
@@ -39,6 +47,7 @@ struct DebugSwitches {
   /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.
   double pause_eval_seconds = 0.0;
+  std::optional<StepPause> pause_step;  ///< PETS_PAUSE_STEP (unset or malformed: none)
 
   /// From this process's environment; a switch is on when its variable is set (to anything).
   static DebugSwitches from_environment();
@@ -56,6 +65,9 @@ void pause_for_test(const std::string& where, double seconds);
 
 /// "NAME:SECONDS" (a file name without '/', SECONDS >= 0), or nothing when malformed.
 std::optional<WritePause> parse_write_pause(const std::string& text);
+
+/// "STEP:SECONDS" (STEP >= 0, SECONDS >= 0), or nothing when malformed.
+std::optional<StepPause> parse_step_pause(const std::string& text);
 
 /// "KIND:RANK:STEP" (KIND of [a-z0-9], at most 15 characters), or nothing when malformed.
 std::optional<FaultSpec> parse_fault_spec(const std::string& text);

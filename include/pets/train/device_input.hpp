@@ -4,12 +4,13 @@
 /// side only copies bytes: each image's RandomResizedCrop box (data::random_resized_crop_box,
 /// the CPU path's rule) is copied row by row out of the stored uint8 image into one host buffer
 /// per batch, page-locked when the device is CUDA. DeviceInput uploads that buffer with one
-/// non-blocking copy on its own CUDA stream and, on that stream, resizes all crops at once
-/// (pets/train/batch_resize: a fixed number of ATen calls per batch) to size x size (antialiased
-/// bilinear: the triangle filter with its support scaled by the reduction factor, the rule of PIL
-/// and of data::resize_crop_bilinear) and normalises with data::kMean / data::kStd. The result is
-/// the [n, 3, size, size] channels-last tensor the model takes, in float32 or a requested bf16 /
-/// fp16. The same code runs on the CPU device, where the tests compare it with
+/// non-blocking copy on its own CUDA stream and, on that stream, resizes all crops at once (on
+/// CUDA one kernel, CudaParts::resize_normalize; on the CPU device pets/train/batch_resize, a
+/// fixed number of ATen calls per batch, which the kernel is checked against) to size x size
+/// (antialiased bilinear: the triangle filter with its support scaled by the reduction factor, the
+/// rule of PIL and of data::resize_crop_bilinear) and normalises with data::kMean / data::kStd. The
+/// result is the [n, 3, size, size] channels-last tensor the model takes, in float32 or a requested
+/// bf16 / fp16. The same code runs on the CPU device, where the tests compare it with
 /// data::transform_train / transform_eval.
 ///
 /// Why the crop is a host-side byte copy and not an index on the device: the stored image has to

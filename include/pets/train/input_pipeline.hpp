@@ -59,6 +59,10 @@ class InputPipeline {
   /// True while a batch after the current one is submitted (the device path's prefetch).
   bool has_ahead() const { return ahead_.has_value(); }
 
+  /// Seconds next() spent since start_epoch handing batches to the device (enqueueing the upload
+  /// and the resize, taking the images): the part of the caller's wait that is not the loader's.
+  double upload_seconds() const { return upload_seconds_; }
+
  private:
   void submit_next();
 
@@ -69,6 +73,7 @@ class InputPipeline {
   std::unique_ptr<PendingImages> ahead_images_;
   at::Tensor current_images_;
   std::int64_t current_step_ = -1;
+  double upload_seconds_ = 0.0;
 };
 
 }  // namespace pets::train

@@ -23,6 +23,9 @@ struct EpochMetrics {
   double train_seconds = 0.0;
   double eval_seconds = 0.0;
   double loader_wait_share = 0.0;  ///< share of rank 0's step time spent waiting for batches
+  /// Of loader_wait_share, the share spent handing batches to the device (enqueueing their upload
+  /// and resize); the rest waited for the loader's threads. 0 on the CPU input path.
+  double upload_share = 0.0;
 };
 
 /// Where the run stands inside an epoch: the sums its metrics come from, and what a mid-epoch

@@ -44,8 +44,12 @@ struct TrainOptions {
   BnMode bn_mode = BnMode::kTrain;  ///< see BnMode
   DeviceChoice device = DeviceChoice::kAuto;
   InputChoice input = InputChoice::kAuto;  ///< see InputChoice
-  int threads = 0;                ///< CPU threads per rank; 0: the cores in the affinity mask
-  std::string out = "runs/pets";  ///< checkpoints, metrics.jsonl, final model
+  int threads = 0;         ///< CPU threads per rank; 0: the cores in the affinity mask
+  int loader_threads = 0;  ///< loader worker threads per rank; 0: loader_workers' choice
+  /// Deterministic algorithms only (cuDNN's, cuBLAS's fixed workspace; LibTorch refuses an
+  /// operator that has none): two runs on one GPU give the same weights bit for bit.
+  bool deterministic = false;
+  std::string out = "runs/pets";                ///< checkpoints, metrics.jsonl, final model
   ProgressMode progress = ProgressMode::kAuto;  ///< see ProgressMode
   double progress_interval = 30;                ///< seconds between progress lines (kLines)
   std::string tensorboard;  ///< folder for TensorBoard event files (rank 0); empty: none

@@ -49,8 +49,8 @@ class RunSession {
   /// continue, and its path in `path`; notices of checkpoints refused go to the log. Throws
   /// pets::UsageError on every rank when there is none or it cannot continue (collective).
   TrainingState read_latest(const RunShape& current, std::string& path) const;
-  /// Rank 0 writes `state` as the newest checkpoint.
-  void save(const TrainingState& state) const;
+  /// Rank 0 writes `state` as the newest checkpoint; its path (empty on the other ranks).
+  std::string save(const TrainingState& state) const;
   /// Rank 0 (re)writes metrics.jsonl with every epoch of `history`.
   void write_metrics(const std::vector<EpochMetrics>& history) const;
   /// Rank 0 exports `model` (timm's names, `card` as its metadata: exported_model.hpp) as `name`

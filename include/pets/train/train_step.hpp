@@ -39,6 +39,12 @@ struct StepSettings {
   /// fp16: dynamic loss scaling with these settings; nothing for fp32 and bf16.
   std::optional<GradScalerOptions> loss_scaling;
   std::optional<FaultSpec> fault;  ///< PETS_INJECT_FAULT, checked before every allreduce
+  std::optional<StepPause> pause;  ///< PETS_PAUSE_STEP, on rank 0 before that step's allreduce
+  /// What each rank keeps of its own and a checkpoint of this step needs from every rank (the
+  /// train-mode BatchNorm statistics): a float64 vector of the same length on every rank, on the
+  /// model's device, taken after the forward pass. The step's allreduce carries every rank's
+  /// (StepResult::rank_states). Null: none.
+  std::function<at::Tensor()> rank_state;
   /// PETS_VERIFY_RANKS: after every allreduce, the averaged gradients' digests are compared over
   /// this host communicator (collective); null: no check.
   comm::Communicator* verify = nullptr;
@@ -51,6 +57,9 @@ struct StepResult {
   double lr = 0.0;        ///< the schedule's lr when the step ran
   bool skipped = false;   ///< fp16: inf/NaN gradients, no update (the schedule stays too)
   bool stop = false;      ///< some rank asked to stop
+  /// With StepSettings::rank_state: every rank's, [ranks, n] float64 on the model's device, row r
+  /// rank r's as of this step. A view of the step's buffer: copy what is kept.
+  at::Tensor rank_states;
 };
 
 class TrainStep {

@@ -32,8 +32,10 @@ struct TrainResult {
 /// Runs the whole job: model, pretrained weights, optional resume, epochs of training and
 /// evaluation, checkpoints, metrics, final export. Collective over `mpi`. Rank 0 prints the
 /// tutorial's `epoch N: XX.XX` lines on stdout and progress on stderr. Throws pets::UsageError for
-/// bad input (agreed across ranks) and pets::Error for faults. SIGUSR1/SIGTERM on any rank stop
-/// every rank at the same step boundary, after a checkpoint (result.preempted).
+/// bad input (agreed across ranks) and pets::Error for faults. SIGUSR1, SIGTERM or SIGINT: rank 0
+/// writes the checkpoint of the last step completed as soon as the signal reaches it (at once, or
+/// through the next step's allreduce when another rank got it: stop_checkpoint.hpp), and every
+/// rank stops at the next collective of the loop (result.preempted).
 TrainResult run_training(const TrainOptions& options, const comm::MpiComm& mpi);
 
 }  // namespace pets::train

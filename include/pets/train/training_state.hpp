@@ -54,6 +54,9 @@ struct TrainingState {
   static TrainingState at(const RunShape& shape, int64_t epoch, const EpochPosition& position,
                           std::vector<EpochMetrics> history);
 
+  /// A copy whose tensors are copies too (a state that training goes on changing in place).
+  TrainingState cloned() const;
+
   bool mid_epoch() const { return position.step > 0; }
   /// The run as resume compares it.
   RunShape shape() const { return {config, world_size, steps_per_epoch, store}; }
