@@ -1,6 +1,7 @@
 #include "pets/comm/mpi_comm.hpp"
 
 #include <climits>
+#include <set>
 #include <utility>
 
 #include "pets/util/error.hpp"
@@ -120,6 +121,14 @@ std::vector<std::string> allgather_strings(const std::vector<std::string>& mine,
       start = i + 1;
     }
   return out;
+}
+
+int count_hosts(MPI_Comm comm) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  PETS_MPI_CHECK(MPI_Get_processor_name(name, &length));
+  const std::vector<std::string> names = allgather_strings({std::string(name, length)}, comm);
+  return static_cast<int>(std::set<std::string>(names.begin(), names.end()).size());
 }
 
 void MpiComm::release() noexcept {

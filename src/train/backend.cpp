@@ -92,6 +92,12 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi)
 
 Backend::~Backend() = default;
 
+std::string Backend::device_text() const {
+  if (!device_.is_cuda()) return device_.str();
+  const std::string name = cuda_parts()->device_name(device_.index());
+  return name.empty() ? std::string("cuda") : "cuda " + name;
+}
+
 StepSettings Backend::step_settings() const {
   StepSettings settings;
   settings.forward = forward_;

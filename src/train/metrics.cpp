@@ -43,15 +43,6 @@ std::string summary_line(const EpochMetrics& m) {
   return line;
 }
 
-std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double images_per_s,
-                          double loss, double eta_seconds) {
-  char line[160];
-  std::snprintf(line, sizeof line, "[epoch %lld] step %lld/%lld  %.1f img/s  loss %.4f  ETA %.0fs",
-                static_cast<long long>(epoch), static_cast<long long>(step),
-                static_cast<long long>(steps), images_per_s, loss, eta_seconds);
-  return line;
-}
-
 const EpochMetrics* best_epoch(const std::vector<EpochMetrics>& epochs) {
   const EpochMetrics* best = nullptr;
   for (const EpochMetrics& m : epochs)

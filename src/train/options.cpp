@@ -139,7 +139,8 @@ std::vector<Entry> entries(const TrainOptions& o) {
       valued("progress",
              "auto | bar | lines | none (auto: a redrawn bar on a terminal, else plain lines)",
              to_string(o.progress)),
-      valued("progress-interval", "seconds between plain progress lines (0: every step)",
+      valued("progress-interval",
+             "seconds between plain progress lines (0: every step and evaluation batch)",
              o.progress_interval),
       unset("tensorboard",
             "write TensorBoard event files into DIR (loss, accuracy, lr, images/s per epoch and "

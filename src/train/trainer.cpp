@@ -15,7 +15,9 @@
 #include "pets/train/exported_model.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/run_data.hpp"
+#include "pets/train/run_report.hpp"
 #include "pets/train/run_session.hpp"
+#include "pets/train/startup.hpp"
 #include "pets/train/stop_checkpoint.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/tensorboard.hpp"
@@ -87,6 +89,7 @@ class Trainer {
   /// convolutions), and the evaluator keeps the evaluation features. PETS_UNFOLDED keeps the
   /// plain path (no fold, no cache), to compare against.
   std::unique_ptr<model::FoldedBackbone> folded_;
+  std::unique_ptr<RunProgress> progress_;  ///< the progress line and the run's time left
   int64_t first_epoch_ = 0;
   EpochPosition first_position_;
   std::vector<EpochMetrics> history_;
@@ -127,6 +130,8 @@ void Trainer::setup() {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
+  log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
+  progress_ = std::make_unique<RunProgress>(progress_shape(options_, mpi_.size(), *data_, fold));
 }
 
 void Trainer::make_model() {
@@ -192,10 +197,8 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     position.seconds = seconds_before + seconds_since(start);
     stop_checkpoint_->commit(epoch, position.step,
                              [&] { return state_after_step(epoch, position, result.rank_states); });
-    const double per_step = seconds_since(start) / static_cast<double>(step + 1 - first_step);
-    log_.progress(progress_text(epoch, step + 1, steps, position.images / position.seconds,
-                                position.loss_sum / position.images,
-                                per_step * (steps - step - 1)));
+    log_.progress(progress_->trained(epoch, step + 1, position.images / position.seconds,
+                                     position.loss_sum / position.images));
     board_.progress(step_->schedule().step_count(), position.loss_sum / position.images,
                     position.images / position.seconds, result.lr);
     // At the epoch's last step the evaluation stops at once.
@@ -225,6 +228,7 @@ bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
   // every batch (every rank reads the same number of batches).
   int64_t reads = 0;
   const auto interrupt = [&] {
+    log_.progress(progress_->evaluating(epoch, reads));
     if (reads++ == 1 && switches_.pause_eval_seconds > 0 && mpi_.rank() == 0)
       pause_for_test("in the evaluation", switches_.pause_eval_seconds);
     return stop_->agree();

@@ -58,6 +58,15 @@ TEST(MpiComm, NodeLocalRanksOnOneMachine) {
   EXPECT_EQ(local_size, comm.local_size());
 }
 
+TEST(CountHosts, AsManyAsNodeLocalGroups) {
+  pets::comm::MpiComm comm;
+  // One host per node-local group: under ctest every rank runs on this machine, so 1 (on the
+  // multinode cluster, its hosts).
+  int leaders = comm.local_rank() == 0 ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, comm.get());
+  EXPECT_EQ(pets::comm::count_hosts(comm.get()), leaders);
+}
+
 TEST(MpiComm, MoveTransfersOwnership) {
   pets::comm::MpiComm a;
   const MPI_Comm handle = a.get();

@@ -3,7 +3,7 @@
 # --ntasks-per-node=2 (4 ranks on 2 hosts). Checks: the HDF5 file written collectively from two
 # hosts holds the same images, labels and split as a 1-rank file (h5diff over every dataset and
 # attribute but the file's own store_id: pixels, shapes, labels and names of /train and /eval); the training job ran 4 tasks
-# on 2 hosts, rank 0 alone printed one `epoch N: XX.XX` line per epoch, and the run folder is
+# on 2 hosts (pets_train's start-up line says so), rank 0 alone printed one `epoch N: XX.XX` line per epoch, and the run folder is
 # complete. Its run is the reference of the placement and node-loss tests.
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -62,6 +62,8 @@ echo "$wall" >"$out/train-wall-s.txt"
 check_eq "restarts of job $job" "$(job_field "$job" Restarts)" 0
 grep -q "srun: 4 tasks x 1 threads on n\[[0-9]-[0-9]\]" "$log" ||
   { show_logs "$log"; fail "train job did not run 4 tasks on 2 hosts"; }
+grep -q "pets_train: 4 ranks on 2 hosts, " "$log" ||
+  { show_logs "$log"; fail "pets_train's start-up line does not say 4 ranks on 2 hosts"; }
 # Rank 0 alone prints the epoch lines: each epoch once, in order (4 printing ranks would repeat).
 epoch_lines "$log" >"$out/epochs.txt"
 expected=$(for ((e = 0; e < TRAIN_EPOCHS; e++)); do echo "epoch $e:"; done)

@@ -115,4 +115,17 @@ TEST(Backend, DeterministicAsksForDeterministicAlgorithmsOnly) {
   ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
 }
 
+TEST(Backend, NamesItsDeviceForTheStartupLine) {
+  const pets::comm::MpiComm mpi;
+  TrainOptions o;
+  o.data = "d";
+  o.device = DeviceChoice::kCpu;
+  EXPECT_EQ(pets::train::make_backend(o, mpi)->device_text(), "cpu");
+  if (torch::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: its name is not checked";
+  o.device = DeviceChoice::kCuda;
+  const std::string text = pets::train::make_backend(o, mpi)->device_text();
+  EXPECT_EQ(text.rfind("cuda ", 0), 0U) << text;  // "cuda" and the GPU's name
+  EXPECT_GT(text.size(), std::string("cuda ").size()) << text;
+}
+
 }  // namespace

@@ -1,5 +1,5 @@
 // The forms an epoch's metrics are shown in: the tutorial's stdout line, rank 0's summary (which
-// must not look like it), the progress text, metrics.jsonl, and the arithmetic behind them.
+// must not look like it), metrics.jsonl, and the arithmetic behind them.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -54,11 +54,6 @@ TEST(Metrics, SummaryDoesNotLookLikeAResult) {
             "[epoch 3] loss 2.7900, train 25.0 img/s (8.0s, loader wait 2%), eval 80.0 img/s");
   // What `grep '^epoch [0-9]*:'` over a log of both streams must not find.
   EXPECT_FALSE(std::regex_search(summary, std::regex("^epoch")));
-}
-
-TEST(Metrics, ProgressText) {
-  EXPECT_EQ(pets::train::progress_text(0, 3, 10, 31.24, 2.9, 12.4),
-            "[epoch 0] step 3/10  31.2 img/s  loss 2.9000  ETA 12s");
 }
 
 TEST(Metrics, RunSummaryNamesFinalAndBestEpochAndTheModel) {

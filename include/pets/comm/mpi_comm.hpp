@@ -76,4 +76,8 @@ std::string broadcast_string(std::string text, MPI_Comm comm, int root = 0);
 /// strings travel NUL-separated, so they must not contain NUL (file names and messages do not).
 std::vector<std::string> allgather_strings(const std::vector<std::string>& mine, MPI_Comm comm);
 
+/// The number of hosts the ranks of `comm` run on: the distinct MPI_Get_processor_name of its
+/// ranks. Collective.
+int count_hosts(MPI_Comm comm);
+
 }  // namespace pets::comm

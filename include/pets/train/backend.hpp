@@ -60,6 +60,8 @@ class Backend {
   ~Backend();
 
   const c10::Device& device() const { return device_; }
+  /// The device as the start-up line names it: "cpu", or "cuda" and the GPU's name.
+  std::string device_text() const;
   /// MPI: host tensors and counters (start-up broadcast, evaluation counts, rank checks).
   comm::Communicator& host_comm() { return host_; }
   /// The collectives on device() tensors (the step's allreduce, the BatchNorm sync): NCCL on a

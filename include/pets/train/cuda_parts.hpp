@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace pets::comm {
@@ -48,6 +49,8 @@ class CudaParts {
   /// A high-priority stream of the pool of `device` (a CUDA device; without an index, the
   /// current one).
   virtual std::unique_ptr<InputStream> input_stream(const c10::Device& device) const = 0;
+  /// The name of CUDA device `index` ("NVIDIA H200"), or empty when the driver does not say.
+  virtual std::string device_name(int index) const = 0;
   /// resize_normalize's result (batch_resize.hpp; the same contract and errors, `bytes` on a
   /// CUDA device) from one kernel on the current stream: each output pixel computed from the crop
   /// with data::bilinear_taps' taps in data::resize_crop_bilinear's order, the slots the only

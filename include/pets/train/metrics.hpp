@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// What an epoch measured, and the forms it is shown in: the tutorial's `epoch N: XX.XX` line
-/// (stdout), rank 0's summary (stderr), the progress line, and metrics.jsonl.
+/// (stdout), rank 0's summary (stderr) and metrics.jsonl. The progress line: run_report.hpp.
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -51,10 +51,6 @@ std::string result_line(const EpochMetrics& metrics);
 /// Rank 0's per-epoch summary: `[epoch 0] loss 2.7900, train 32.1 img/s (...)`. It does not
 /// start like result_line, so `grep '^epoch'` in a log holding both streams finds only results.
 std::string summary_line(const EpochMetrics& metrics);
-
-/// The progress line during an epoch: `[epoch 0] step 3/10  31.2 img/s  loss 2.9000  ETA 12s`.
-std::string progress_text(int64_t epoch, int64_t step, int64_t steps, double images_per_s,
-                          double loss, double eta_seconds);
 
 /// The run's best epoch: the first of the highest accuracy (what run_summary_line reports and
 /// --keep-best keeps); nullptr when `epochs` is empty.

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
 #include <limits>
 #include <string>
@@ -81,6 +82,12 @@ class Parts final : public CudaParts {
 
   std::unique_ptr<InputStream> input_stream(const c10::Device& device) const override {
     return std::make_unique<CudaInputStream>(device);
+  }
+
+  std::string device_name(int index) const override {
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) return "";
+    return properties.name;
   }
 
   at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
