@@ -28,8 +28,8 @@ from torch_ceilings import forward, frozen, make_model, train_step  # noqa: E402
 
 # Kinds of kernel, by name, first match wins.
 KINDS = [
-    ("conv_gemm", r"conv|cudnn|xmma|implicit|gemm|sm\d\d_|cutlass|wgmma|addmm|\bmm\b"),
     ("batchnorm", r"batch_norm|batchnorm|bn_|welford"),
+    ("conv_gemm", r"conv|cudnn|xmma|implicit|gemm|sm\d\d_|cutlass|wgmma|addmm|\bmm\b"),
     ("layout", r"nchw|nhwc|transpose|permute"),
     ("reduction", r"reduce|pool|softmax|nll|cross_entropy|sum"),
     ("elementwise", r"elementwise|vectorized|unrolled|relu|clamp|add|mul|fill|adam|foreach|cast"),
