@@ -28,8 +28,10 @@ while IFS=$'\t' read -r file expect; do
   what="$name ($expect)"
   [ "$rc" -eq 2 ] || { fail "$what: exit $rc, not 2"; show "$name.log"; continue; }
   # The ranks' lines are tagged; mpiexec's own note that a rank exited non-zero is not. A
-  # store damaged only in its pixels passes the start-up, whose warnings come first.
-  ranks_said=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log" | grep -v '^\[[0-9]*,0\]<stderr>:warning: ')
+  # store damaged only in its pixels passes the start-up, whose warnings and start-up line come
+  # first.
+  ranks_said=$(grep '^\[[0-9]*,[0-9]*\]<' "$name.log" |
+    grep -v -e '^\[[0-9]*,0\]<stderr>:warning: ' -e '^\[[0-9]*,0\]<stderr>:pets_train: [0-9]* ranks\? on ')
   tagged=$(printf '%s' "$ranks_said" | grep -c '')
   [ "$tagged" -eq 1 ] || { fail "$what: $tagged lines from the ranks, not 1"; show "$name.log"; continue; }
   line=$ranks_said
