@@ -55,7 +55,8 @@ usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 # Programs and test executables the device part runs (build targets of build-torch2/).
 programs=(pets_train pets_preprocess pets_synth pets_bench)
 test_programs=(tests/cuda/model_parity_cuda tests/comm/test_comm_mpi
-               tests/deviceinput/train_device_input tests/deviceinput/device_input_bench)
+               tests/deviceinput/train_device_input tests/deviceinput/device_input_bench
+               tests/cuda/train_batchnorm_cuda)
 # Libraries every GPU node has (glibc's own): never bundled, allowed from the system.
 glibc_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-x86-64\.so\.2|libutil\.so\.1|libresolv\.so\.2|libanl\.so\.1)$'
 # Open MPI components left out: other fabrics (UCX, libfabric, PSM, verbs), OpenSHMEM, Flux, and
@@ -426,6 +427,11 @@ run() {
   step device_input 90 "$W/logs/device_input.log" "${run_with[@]}" "$B/bin/train_device_input" \
     --gtest_filter='DeviceInput*' --gtest_output="json:$W/device_input.json"
   gtest_part device_input "$W/logs/device_input.log" "$W/device_input.json"
+  # The fused train-mode BatchNorm against LibTorch's (the kernel, and the whole backbone's
+  # accuracy under each precision).
+  step fused_batchnorm 120 "$W/logs/fused_batchnorm.log" "${run_with[@]}" \
+    "$B/bin/train_batchnorm_cuda" --gtest_output="json:$W/fused_batchnorm.json"
+  gtest_part fused_batchnorm "$W/logs/fused_batchnorm.log" "$W/fused_batchnorm.json"
   # The device input's costs: the batched resize against one interpolate per crop on the device,
   # the GPU half's images/s and submit() time, the loader-side costs per core.
   step device_input_bench 90 "$W/logs/device_input_bench.log" bash -c \

@@ -34,8 +34,10 @@ at::Tensor BackboneForward::operator()(model::ResNet50dImpl& model,
                                        const at::Tensor& images) const {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(autocast_, images.device());
-  return (folded ? folded->forward_features(images) : model.forward_features(images))
-      .to(torch::kFloat32);
+  if (folded) return folded->forward_features(images).to(torch::kFloat32);
+  if (train_norm_ && images.is_cuda() && model.is_training())
+    return train_mode_features(model, images, train_norm_).to(torch::kFloat32);
+  return model.forward_features(images).to(torch::kFloat32);
 }
 
 }  // namespace pets::train

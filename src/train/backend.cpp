@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <regex>
 
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
@@ -70,7 +71,8 @@ std::optional<c10::ScalarType> autocast_dtype(MixedPrecision precision) {
   return std::nullopt;
 }
 
-Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi)
+Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
+                 const DebugSwitches& switches)
     : device_(c10::kCPU),
       host_(mpi),
       forward_(autocast_dtype(options.mixed_precision)),
@@ -86,6 +88,8 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi)
     const CudaParts* cuda = cuda_parts();
     PETS_CHECK(cuda != nullptr, "a CUDA device in a build without CUDA");
     device_comm_ = cuda->device_comm(mpi, device_.index());
+    if (!switches.native_batchnorm)
+      forward_ = BackboneForward(forward_.autocast(), fused_norm_after_conv(*cuda));
   }
   device_input_ = use_device_input(options.input, device_);
 }
@@ -122,6 +126,11 @@ std::vector<std::string> Backend::notices() const {
     out.push_back(
         "deterministic algorithms only (--deterministic): the same model bit for bit "
         "run to run on the same device");
+  if (device_.is_cuda() && forward_.fused_train_norm())
+    out.push_back(
+        "BatchNorm in train mode: one fused kernel each (with its ReLU and residual "
+        "add) on " +
+        device_.str());
   if (device_.is_cuda())
     out.push_back("device: " + device_.str() + " on rank 0 (collectives: " +
                   (device_comm_ ? device_comm_->backend() : host_.backend()) +
@@ -129,8 +138,28 @@ std::vector<std::string> Backend::notices() const {
   return out;
 }
 
-std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi) {
-  return std::unique_ptr<Backend>(new Backend(options, mpi));
+std::string Backend::out_of_memory_text(const std::string& option, long long value,
+                                        const std::string& report) const {
+  std::string where = device_.str();
+  if (device_.is_cuda()) {
+    const std::string name = cuda_parts()->device_name(device_.index());
+    if (!name.empty()) where += " (" + name + ")";
+  }
+  std::string text =
+      option + " " + std::to_string(value) + " does not fit in the memory of " + where;
+  static const std::regex asked("Tried to allocate ([0-9.]+ ?[KMGT]?i?B)");
+  std::smatch m;
+  if (std::regex_search(report, m, asked)) text += ": " + m[1].str() + " more were asked for";
+  if (device_.is_cuda()) {
+    const std::string memory = cuda_parts()->memory_text(device_.index());
+    if (!memory.empty()) text += std::string(m.empty() ? ": " : " with ") + memory;
+  }
+  return text + "; lower " + option;
+}
+
+std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi,
+                                      const DebugSwitches& switches) {
+  return std::unique_ptr<Backend>(new Backend(options, mpi, switches));
 }
 
 }  // namespace pets::train

@@ -96,7 +96,7 @@ class Trainer {
 };
 
 void Trainer::setup() {
-  backend_ = make_backend(options_, mpi_);
+  backend_ = make_backend(options_, mpi_, switches_);
   // Before the first tensor: every step's activations then reuse mapped pages
   // (pets/util/memory.hpp).
   if (!switches_.default_malloc && !retain_freed_memory())
@@ -189,8 +189,9 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     position.wait_seconds += seconds_since(wait_start);
     PETS_CHECK(batch.has_value(), "loader ended the epoch after " + std::to_string(step) + " of " +
                                       std::to_string(steps) + " steps");
-    const StepResult result =
-        step_->run(*batch, stop_->request(), folded_.get(), data_->input->images(*batch));
+    const StepResult result = backend_->fitting("--batch-size", options_.batch_size, [&] {
+      return step_->run(*batch, stop_->request(), folded_.get(), data_->input->images(*batch));
+    });
     position.loss_sum += result.loss_sum;
     position.images += result.images;
     position.step = step + 1;
@@ -233,12 +234,16 @@ bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
       pause_for_test("in the evaluation", switches_.pause_eval_seconds);
     return stop_->agree();
   };
-  const std::optional<EvalCounts> counts = evaluator_->run(
-      source,
-      [&](data::Batch& batch) {
-        return backend_->forward()(*model_, backbone, data_->input->images(batch));
-      },
-      [&](const torch::Tensor& features) { return model_->forward_head(features); }, interrupt);
+  const std::optional<EvalCounts> counts =
+      backend_->fitting("--eval-batch-size", options_.eval_batch_size, [&] {
+        return evaluator_->run(
+            source,
+            [&](data::Batch& batch) {
+              return backend_->forward()(*model_, backbone, data_->input->images(batch));
+            },
+            [&](const torch::Tensor& features) { return model_->forward_head(features); },
+            interrupt);
+      });
   if (!counts) return false;
   set_evaluation(metrics, counts->correct, counts->evaluated, seconds_since(start));
   return true;

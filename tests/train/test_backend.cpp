@@ -47,6 +47,32 @@ TEST(Backend, AutocastOfEachPrecision) {
   EXPECT_EQ(pets::train::autocast_dtype(MixedPrecision::kFp16), c10::ScalarType::Half);
 }
 
+TEST(Backend, RunningOutOfMemoryIsOneLineNamingWhatToLower) {
+  const pets::comm::MpiComm mpi;
+  TrainOptions o;
+  o.data = "d";
+  o.device = DeviceChoice::kCpu;
+  const auto backend = pets::train::make_backend(o, mpi);
+  EXPECT_EQ(backend->fitting("--batch-size", 64, [] { return 5; }), 5);
+  const auto out_of_memory = [] {
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                     "of 139.81 GiB of which 1.20 GiB is free.\nSee the documentation.");
+    return 0;
+  };
+  try {
+    backend->fitting("--batch-size", 4096, out_of_memory);
+    ADD_FAILURE() << "no error";
+  } catch (const pets::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--batch-size 4096 does not fit in the memory of cpu: 2.00 GiB more were asked "
+              "for; lower --batch-size");
+  }
+  // Another error passes through as it is.
+  EXPECT_THROW(backend->fitting("--batch-size", 1, []() -> int { throw pets::Error("x"); }),
+               pets::Error);
+}
+
 TEST(Backend, ACpuRunGetsMpiItsPrecisionAndItsInputPath) {
   const pets::comm::MpiComm mpi;
   TrainOptions o;

@@ -9,6 +9,7 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include <memory>
 #include <optional>
@@ -17,8 +18,10 @@
 
 #include "pets/comm/communicator.hpp"
 #include "pets/train/backbone_forward.hpp"
+#include "pets/train/debug_switches.hpp"
 #include "pets/train/options.hpp"
 #include "pets/train/train_step.hpp"
+#include "pets/util/error.hpp"
 
 namespace pets::data {
 class Loader;
@@ -84,10 +87,28 @@ class Backend {
   /// Lines for the user about the choices (on rank 0's terminal).
   std::vector<std::string> notices() const;
 
+  /// Runs `work` (a training step, an evaluation), whose size option `option` is `value`; when
+  /// it runs out of device memory, throws instead a pets::UsageError of one line
+  /// (out_of_memory_text) rather than LibTorch's report.
+  template <class Work>
+  auto fitting(const std::string& option, long long value, Work&& work) const -> decltype(work()) {
+    try {
+      return work();
+    } catch (const c10::OutOfMemoryError& e) {
+      throw UsageError(out_of_memory_text(option, value, e.what()));
+    }
+  }
+  /// "--batch-size 4096 does not fit in the memory of cuda:0 (NVIDIA H200): 2.00 GiB more were
+  /// asked for with 1.20 GiB of 139.81 GiB free; lower --batch-size", from LibTorch's
+  /// out-of-memory message `report` and (on CUDA) the device's memory once the cache is freed.
+  std::string out_of_memory_text(const std::string& option, long long value,
+                                 const std::string& report) const;
+
  private:
   friend std::unique_ptr<Backend> make_backend(const TrainOptions& options,
-                                               const comm::MpiComm& mpi);
-  Backend(const TrainOptions& options, const comm::MpiComm& mpi);
+                                               const comm::MpiComm& mpi,
+                                               const DebugSwitches& switches);
+  Backend(const TrainOptions& options, const comm::MpiComm& mpi, const DebugSwitches& switches);
 
   c10::Device device_;
   comm::MpiCommunicator host_;
@@ -100,8 +121,11 @@ class Backend {
 
 /// The backend of a run with `options` on this rank of `mpi` (which must outlive it): checks the
 /// options against the CUDA devices (check_devices), takes the device of the node-local rank and
-/// makes its communicator (collective over `mpi` on CUDA). Throws pets::UsageError (the same on
-/// every rank) when the options ask for what the machine lacks.
-std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi);
+/// makes its communicator (collective over `mpi` on CUDA); on CUDA the backbone in train mode
+/// runs the fused BatchNorm kernel unless `switches` ask for LibTorch's (PETS_NATIVE_BATCHNORM).
+/// Throws pets::UsageError (the same on every rank) when the options ask for what the machine
+/// lacks.
+std::unique_ptr<Backend> make_backend(const TrainOptions& options, const comm::MpiComm& mpi,
+                                      const DebugSwitches& switches = DebugSwitches{});
 
 }  // namespace pets::train

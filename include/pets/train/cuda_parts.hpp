@@ -51,6 +51,9 @@ class CudaParts {
   virtual std::unique_ptr<InputStream> input_stream(const c10::Device& device) const = 0;
   /// The name of CUDA device `index` ("NVIDIA H200"), or empty when the driver does not say.
   virtual std::string device_name(int index) const = 0;
+  /// "1.20 GiB of 139.81 GiB free" on CUDA device `index`, once LibTorch's cache of freed
+  /// blocks is given back to the driver; empty when the driver does not say.
+  virtual std::string memory_text(int index) const = 0;
   /// resize_normalize's result (batch_resize.hpp; the same contract and errors, `bytes` on a
   /// CUDA device) from one kernel on the current stream: each output pixel computed from the crop
   /// with data::bilinear_taps' taps in data::resize_crop_bilinear's order, the slots the only
@@ -58,6 +61,19 @@ class CudaParts {
   virtual at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots,
                                       int size, const at::Tensor& scale, const at::Tensor& shift,
                                       c10::ScalarType dtype) const = 0;
+  /// Train-mode BatchNorm of `x` (4-d on a CUDA device; float, bf16 or fp16; channels a multiple
+  /// of 8) as at::batch_norm(training=true) computes it: normalised by the batch's per-channel
+  /// mean and biased variance, then `weight` and `bias`; `running_mean` and `running_var` updated
+  /// in place with `momentum` and the unbiased variance (all four fp32, one value per channel).
+  /// Then `residual` (x's shape and type) added when defined, then ReLU when `relu`, each
+  /// rounded to x's type as the separate operations would. The result is channels-last, of x's
+  /// type. Three kernels on the current stream (partial sums, statistics, one elementwise pass),
+  /// reduced in a fixed order without atomics: the same result run to run. Throws pets::Error on
+  /// arguments it does not take.
+  virtual at::Tensor batch_norm_train(const at::Tensor& x, const at::Tensor& weight,
+                                      const at::Tensor& bias, const at::Tensor& running_mean,
+                                      const at::Tensor& running_var, double momentum, double eps,
+                                      const at::Tensor& residual, bool relu) const = 0;
 };
 
 /// The CUDA parts of this build, or null when it has none (a CPU LibTorch).

@@ -43,6 +43,9 @@ struct DebugSwitches {
   bool unfolded = false;        ///< PETS_UNFOLDED: BatchNorm never folded, no evaluation cache
   bool verify_ranks = false;    ///< PETS_VERIFY_RANKS: digests of gradients and model compared
   bool default_malloc = false;  ///< PETS_DEFAULT_MALLOC: glibc's allocator settings kept
+  /// PETS_NATIVE_BATCHNORM: on CUDA, a backbone in train mode runs LibTorch's BatchNorm, ReLU and
+  /// add rather than the fused kernel (train_mode_forward.hpp), to compare against.
+  bool native_batchnorm = false;
   std::optional<WritePause> pause_write;  ///< PETS_PAUSE_WRITE (unset or malformed: none)
   /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.

@@ -1,19 +1,25 @@
 // The backend's CUDA half (pets/train/cuda_parts.hpp), compiled only in builds with a CUDA
-// LibTorch: DeviceInput's stream, events and stream guard, and the NCCL communicator for device
-// tensors (where the build found NCCL).
+// LibTorch: DeviceInput's stream, events and stream guard, the NCCL communicator for device
+// tensors (where the build found NCCL), and the launches of the kernels of this folder.
 #include "pets/train/cuda_parts.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
 
+#include "batchnorm_kernel.hpp"
 #include "pets/comm/communicator.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/util/error.hpp"
@@ -24,6 +30,24 @@
 
 namespace pets::train {
 namespace {
+
+/// The kernels' element type for `dtype` (float, bf16 or fp16); `what` names the caller.
+cuda::ElementType element_type(c10::ScalarType dtype, const char* what) {
+  if (dtype == at::kBFloat16) return cuda::ElementType::kBFloat16;
+  if (dtype == at::kHalf) return cuda::ElementType::kHalf;
+  PETS_CHECK(dtype == at::kFloat,
+             std::string(what) + ": unsupported dtype " + c10::toString(dtype));
+  return cuda::ElementType::kFloat;
+}
+
+/// `t` channels-last and dense, starting on a 16-byte boundary (the kernels' vector loads):
+/// itself when it is, else a copy.
+at::Tensor packed_channels_last(const at::Tensor& t) {
+  at::Tensor out = t.contiguous(at::MemoryFormat::ChannelsLast);
+  if (reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 != 0)
+    out = out.clone(at::MemoryFormat::ChannelsLast);
+  return out;
+}
 
 /// The input stream's event after a batch's last kernel.
 class CudaImagesReady final : public ImagesReady {
@@ -90,6 +114,19 @@ class Parts final : public CudaParts {
     return properties.name;
   }
 
+  std::string memory_text(int index) const override {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return "";
+    const auto gib = [](std::size_t bytes) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+      return std::string(text);
+    };
+    return gib(free) + " of " + gib(total) + " free";
+  }
+
   at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
                               const at::Tensor& scale, const at::Tensor& shift,
                               c10::ScalarType dtype) const override {
@@ -101,14 +138,7 @@ class Parts final : public CudaParts {
       PETS_CHECK(t->device() == bytes.device() && t->scalar_type() == at::kFloat &&
                      t->numel() == 3 && t->is_contiguous(),
                  "resize_normalize: scale and shift must be 3 floats on the crops' device");
-    cuda::OutType type = cuda::OutType::kFloat;
-    if (dtype == at::kBFloat16)
-      type = cuda::OutType::kBFloat16;
-    else if (dtype == at::kHalf)
-      type = cuda::OutType::kHalf;
-    else
-      PETS_CHECK(dtype == at::kFloat,
-                 std::string("resize_normalize: unsupported dtype ") + c10::toString(dtype));
+    const cuda::ElementType type = element_type(dtype, "resize_normalize");
     const auto n = static_cast<std::int64_t>(slots.size());
     PETS_CHECK(n <= 65535, "resize_normalize: at most 65535 crops per batch");
     at::Tensor out =
@@ -133,6 +163,64 @@ class Parts final : public CudaParts {
         static_cast<int>(n), size, scale.data_ptr<float>(), shift.data_ptr<float>(), out.data_ptr(),
         type, c10::cuda::getCurrentCUDAStream(bytes.device().index()).stream());
     PETS_CHECK(error == cudaSuccess, std::string("resize_normalize: the kernel's launch failed: ") +
+                                         cudaGetErrorString(error));
+    return out;
+  }
+
+  at::Tensor batch_norm_train(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                              const at::Tensor& running_mean, const at::Tensor& running_var,
+                              double momentum, double eps, const at::Tensor& residual,
+                              bool relu) const override {
+    PETS_CHECK(x.defined() && x.is_cuda() && x.dim() == 4,
+               "batch_norm_train: the input must be a 4-d tensor on a CUDA device");
+    const cuda::ElementType type = element_type(x.scalar_type(), "batch_norm_train");
+    const std::int64_t channels = x.size(1);
+    const std::int64_t rows = x.numel() / std::max<std::int64_t>(channels, 1);
+    PETS_CHECK(channels > 0 && channels % cuda::kBatchNormChannelMultiple == 0 &&
+                   channels <= std::numeric_limits<int>::max(),
+               "batch_norm_train: the channels must be a multiple of " +
+                   std::to_string(cuda::kBatchNormChannelMultiple));
+    // at::batch_norm's own condition in training.
+    PETS_CHECK(rows > 1, "batch_norm_train: expected more than 1 value per channel");
+    for (const at::Tensor* t : {&weight, &bias, &running_mean, &running_var})
+      PETS_CHECK(t->defined() && t->device() == x.device() && t->scalar_type() == at::kFloat &&
+                     t->numel() == channels && t->is_contiguous(),
+                 "batch_norm_train: weight, bias and running statistics must be fp32, one "
+                 "value per channel, on the input's device");
+    const c10::cuda::CUDAGuard guard(x.device());
+    const at::Tensor input = packed_channels_last(x);
+    at::Tensor added;
+    if (residual.defined()) {
+      PETS_CHECK(residual.sizes() == x.sizes() && residual.scalar_type() == x.scalar_type() &&
+                     residual.device() == x.device(),
+                 "batch_norm_train: the residual must have the input's shape, type and device");
+      added = packed_channels_last(residual);
+    }
+    at::Tensor out = at::empty_like(input, at::MemoryFormat::ChannelsLast);
+    const int multiprocessors =
+        at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount;
+    cuda::BatchNormTrain args;
+    args.groups = cuda::batch_norm_groups(rows, static_cast<int>(channels), multiprocessors);
+    const at::Tensor workspace =
+        at::empty({cuda::batch_norm_workspace_bytes(static_cast<int>(channels), args.groups)},
+                  x.options().dtype(at::kByte));
+    args.x = input.data_ptr();
+    args.y = out.data_ptr();
+    args.residual = added.defined() ? added.data_ptr() : nullptr;
+    args.relu = relu;
+    args.type = type;
+    args.rows = rows;
+    args.channels = static_cast<int>(channels);
+    args.weight = weight.data_ptr<float>();
+    args.bias = bias.data_ptr<float>();
+    args.running_mean = running_mean.data_ptr<float>();
+    args.running_var = running_var.data_ptr<float>();
+    args.momentum = static_cast<float>(momentum);
+    args.eps = static_cast<float>(eps);
+    args.workspace = workspace.data_ptr();
+    const cudaError_t error = cuda::launch_batch_norm_train(
+        args, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
+    PETS_CHECK(error == cudaSuccess, std::string("batch_norm_train: a kernel's launch failed: ") +
                                          cudaGetErrorString(error));
     return out;
   }

@@ -1,6 +1,3 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "resize_kernel.hpp"
 
 namespace pets::train::cuda {
@@ -41,21 +38,6 @@ struct Taps {
 /// which nvcc would otherwise contract them into).
 __device__ float mul_add(float w, float v, float acc) { return __fadd_rn(acc, __fmul_rn(w, v)); }
 
-template <class T>
-__device__ T convert(float v);
-template <>
-__device__ float convert<float>(float v) {
-  return v;
-}
-template <>
-__device__ __nv_bfloat16 convert<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __half convert<__half>(float v) {
-  return __float2half_rn(v);
-}
-
 /// One thread per output pixel (its three channels): the horizontal pass of each input row the
 /// vertical taps read, then the vertical pass, in data::resize_crop_bilinear's order.
 template <class T>
@@ -87,9 +69,9 @@ __global__ void resize_normalize_kernel(const std::uint8_t* __restrict__ bytes,
     b = mul_add(w, hb, b);
   }
   T* o = out + ((static_cast<std::int64_t>(i) * size + y) * size + x) * 3;
-  o[0] = convert<T>(__fsub_rn(__fmul_rn(r, scale[0]), shift[0]));
-  o[1] = convert<T>(__fsub_rn(__fmul_rn(g, scale[1]), shift[1]));
-  o[2] = convert<T>(__fsub_rn(__fmul_rn(b, scale[2]), shift[2]));
+  o[0] = from_float<T>(__fsub_rn(__fmul_rn(r, scale[0]), shift[0]));
+  o[1] = from_float<T>(__fsub_rn(__fmul_rn(g, scale[1]), shift[1]));
+  o[2] = from_float<T>(__fsub_rn(__fmul_rn(b, scale[2]), shift[2]));
 }
 
 template <class T>
@@ -106,14 +88,14 @@ cudaError_t launch(const std::uint8_t* bytes, const KernelSlot* slots, int n, in
 
 cudaError_t launch_resize_normalize(const std::uint8_t* bytes, const KernelSlot* slots, int n,
                                     int size, const float* scale, const float* shift, void* out,
-                                    OutType type, cudaStream_t stream) {
+                                    ElementType type, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (type) {
-    case OutType::kFloat:
+    case ElementType::kFloat:
       return launch<float>(bytes, slots, n, size, scale, shift, out, stream);
-    case OutType::kBFloat16:
+    case ElementType::kBFloat16:
       return launch<__nv_bfloat16>(bytes, slots, n, size, scale, shift, out, stream);
-    case OutType::kHalf:
+    case ElementType::kHalf:
       return launch<__half>(bytes, slots, n, size, scale, shift, out, stream);
   }
   return cudaErrorInvalidValue;

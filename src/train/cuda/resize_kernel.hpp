@@ -8,10 +8,9 @@
 
 #include <cstdint>
 
-namespace pets::train::cuda {
+#include "element_type.hpp"
 
-/// The element type of the output.
-enum class OutType { kFloat, kBFloat16, kHalf };
+namespace pets::train::cuda {
 
 /// One crop of the packed bytes: `height` x `width` HWC uint8 pixels from byte `offset`.
 struct KernelSlot {
@@ -28,6 +27,6 @@ struct KernelSlot {
 /// launch's error.
 cudaError_t launch_resize_normalize(const std::uint8_t* bytes, const KernelSlot* slots, int n,
                                     int size, const float* scale, const float* shift, void* out,
-                                    OutType type, cudaStream_t stream);
+                                    ElementType type, cudaStream_t stream);
 
 }  // namespace pets::train::cuda
