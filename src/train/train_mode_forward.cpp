@@ -30,16 +30,16 @@ NormAfterConv plain_norm_after_conv() {
 }
 
 NormAfterConv fused_norm_after_conv(const CudaParts& cuda) {
-  return [&cuda](nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual,
-                 bool relu) {
-    const auto& o = bn.options;
-    PETS_CHECK(o.momentum().has_value() && o.affine() && o.track_running_stats(),
-               "the fused BatchNorm takes affine BatchNorms with running statistics and a "
-               "momentum");
-    bn.num_batches_tracked.add_(1);
-    return cuda.batch_norm_train(x, bn.weight, bn.bias, bn.running_mean, bn.running_var,
-                                 *o.momentum(), o.eps(), residual, relu);
-  };
+  return
+      [&cuda](nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool relu) {
+        const auto& o = bn.options;
+        PETS_CHECK(o.momentum().has_value() && o.affine() && o.track_running_stats(),
+                   "the fused BatchNorm takes affine BatchNorms with running statistics and a "
+                   "momentum");
+        bn.num_batches_tracked.add_(1);
+        return cuda.batch_norm_train(x, bn.weight, bn.bias, bn.running_mean, bn.running_var,
+                                     *o.momentum(), o.eps(), residual, relu);
+      };
 }
 
 at::Tensor train_mode_features(model::ResNet50dImpl& model, const at::Tensor& images,

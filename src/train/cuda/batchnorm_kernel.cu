@@ -1,6 +1,6 @@
-#include "batchnorm_kernel.hpp"
-
 #include <algorithm>
+
+#include "batchnorm_kernel.hpp"
 
 namespace pets::train::cuda {
 namespace {
@@ -25,8 +25,8 @@ __global__ void partial_sums_kernel(const T* __restrict__ x, std::int64_t rows, 
   float s = 0.0f, ss = 0.0f;
   if (c < channels) {
     const float shift = to_float(x[c]);
-    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kTileRows + threadIdx.y;
-         r < rows; r += step) {
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kTileRows + threadIdx.y; r < rows;
+         r += step) {
       const float v = to_float(x[r * channels + c]) - shift;
       s += v;
       ss = fmaf(v, v, ss);
@@ -75,7 +75,8 @@ __global__ void finalize_kernel(const T* __restrict__ x, const double* __restric
   running_mean[c] = momentum * mean_f + (1.0f - momentum) * running_mean[c];
   running_var[c] = momentum * unbiased + (1.0f - momentum) * running_var[c];
   stats[c] = mean_f;
-  stats[channels + c] = weight[c] * static_cast<float>(1.0 / sqrt(static_cast<double>(var_f) + eps));
+  stats[channels + c] =
+      weight[c] * static_cast<float>(1.0 / sqrt(static_cast<double>(var_f) + eps));
   stats[2 * channels + c] = bias[c];
 }
 
@@ -93,8 +94,8 @@ __global__ void apply_kernel(const T* __restrict__ x, const T* __restrict__ resi
                              T* __restrict__ y, std::int64_t packs, int channels,
                              const float* __restrict__ stats) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       p < packs; p += stride) {
+  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < packs;
+       p += stride) {
     const std::int64_t base = p * kPack;
     const int c0 = static_cast<int>(base % channels);
     const Pack<T> in = *reinterpret_cast<const Pack<T>*>(x + base);
@@ -129,16 +130,18 @@ void apply(const BatchNormTrain& a, const float* stats, cudaStream_t stream) {
 template <class T>
 cudaError_t launch(const BatchNormTrain& a, cudaStream_t stream) {
   auto* sums = static_cast<double*>(a.workspace);
-  auto* stats = reinterpret_cast<float*>(sums + static_cast<std::int64_t>(a.groups) * 2 * a.channels);
+  auto* stats =
+      reinterpret_cast<float*>(sums + static_cast<std::int64_t>(a.groups) * 2 * a.channels);
   const T* x = static_cast<const T*>(a.x);
   const dim3 tile(kTileChannels, kTileRows);
   const dim3 grid((a.channels + kTileChannels - 1) / kTileChannels, a.groups);
   partial_sums_kernel<T><<<grid, tile, 0, stream>>>(x, a.rows, a.channels, sums);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   constexpr int kFinalizeThreads = 128;
-  finalize_kernel<T><<<(a.channels + kFinalizeThreads - 1) / kFinalizeThreads, kFinalizeThreads, 0,
-                       stream>>>(x, sums, a.groups, a.rows, a.channels, a.weight, a.bias,
-                                 a.running_mean, a.running_var, a.momentum, a.eps, stats);
+  finalize_kernel<T>
+      <<<(a.channels + kFinalizeThreads - 1) / kFinalizeThreads, kFinalizeThreads, 0, stream>>>(
+          x, sums, a.groups, a.rows, a.channels, a.weight, a.bias, a.running_mean, a.running_var,
+          a.momentum, a.eps, stats);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (a.residual != nullptr && a.relu)
     apply<T, true, true>(a, stats, stream);
