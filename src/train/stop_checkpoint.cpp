@@ -97,12 +97,17 @@ void StopCheckpoint::write_and_report() {
   changed_.notify_all();
 }
 
+bool StopCheckpoint::chosen() const {
+  // A stop that began before the first commit (during the start-up) waits for that commit.
+  return began_ && latest_;
+}
+
 void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
                             const std::function<TrainingState()>& make) {
   if (!writer_) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (began_) return;
+    if (chosen()) return;
   }
   // Built outside the lock: the stop thread meanwhile keeps the previous commit.
   auto committed = std::make_shared<Committed>();
@@ -111,7 +116,7 @@ void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
   committed->state.emplace(make());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (began_) return;
+    if (chosen()) return;
     latest_ = std::move(committed);
   }
   changed_.notify_all();
@@ -124,7 +129,7 @@ void StopCheckpoint::commit_on_disk(std::int64_t epoch, std::int64_t step) {
   committed->step = step;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (began_) return;
+    if (chosen()) return;
     latest_ = std::move(committed);
   }
   changed_.notify_all();

@@ -112,6 +112,28 @@ TEST_F(StopCheckpointTest, ACheckpointOnDiskIsNotWrittenAgain) {
       << err;
 }
 
+TEST_F(StopCheckpointTest, ASignalBeforeTheFirstCommitWritesThatCommit) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  // The start-up is still running: nothing to write yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(written.count(), 0u);
+  stop.commit(3, 0, [] { return state(3, 0); });  // the start-up's commit: written
+  const bool in_time = within(5.0, [&] { return written.count() == 1; });
+  stop.commit(3, 1, [] { return state(4, 1); });  // the step after it: ignored
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "no checkpoint within 5 s of the first commit";
+  EXPECT_EQ(written.epochs, std::vector<int64_t>{3});
+  EXPECT_NE(err.find("no step completed yet: the checkpoint follows once the start-up ends"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("stopped by signal 15 at epoch 3, step 0 (SIGTERM)"), std::string::npos)
+      << err;
+}
+
 TEST_F(StopCheckpointTest, AfterCloseASignalWritesNothing) {
   Written written;
   StopCheckpoint stop(writer(written), "out");

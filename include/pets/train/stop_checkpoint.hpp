@@ -47,7 +47,8 @@ class StopCheckpoint {
   /// After a completed step (or the start, or an end-of-epoch checkpoint): the state at
   /// (epoch, step) that a stop now writes. `make` builds it (rank 0 only; its tensors must not
   /// change afterwards: TrainingState::cloned()); `on_disk`: the checkpoint of that state
-  /// is already written (`make` is not called). Ignored once a stop began.
+  /// is already written (`make` is not called). Ignored once a stop began, unless it began
+  /// before the first commit (during the start-up): that one is what it writes.
   void commit(std::int64_t epoch, std::int64_t step, const std::function<TrainingState()>& make);
   void commit_on_disk(std::int64_t epoch, std::int64_t step);
   /// The end-of-epoch checkpoint of the main thread: written (never while the stop thread
@@ -65,6 +66,8 @@ class StopCheckpoint {
 
  private:
   struct Committed;
+  /// Whether a stop began and has its state: later commits are ignored (under mutex_).
+  bool chosen() const;
   void run();
   void write_and_report();
 
