@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fuzz_util.hpp"
-#include "pets/data/h5store.hpp"
+#include "pets/data/store_reader.hpp"
 #include "pets/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "pets/data/h5store.hpp"
+#include "pets/data/h5.hpp"
 #include "pets/data/store_schema.hpp"
 
 extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);

@@ -58,9 +58,9 @@ void agree_on_usage_error(const std::optional<std::string>& local_error) {
   throw UsageError(message);
 }
 
-std::string decide_on_rank_0(const std::function<std::string()>& task) {
+std::string decide_on_rank_0(const std::function<std::string()>& task, MPI_Comm communicator) {
   int rank = 0;
-  PETS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  PETS_MPI_CHECK(MPI_Comm_rank(communicator, &rank));
   std::string result, error;
   if (rank == 0) {
     try {
@@ -69,9 +69,9 @@ std::string decide_on_rank_0(const std::function<std::string()>& task) {
       error = e.what();
     }
   }
-  error = comm::broadcast_string(error, MPI_COMM_WORLD);
+  error = comm::broadcast_string(error, communicator);
   if (!error.empty()) throw UsageError(error);
-  return comm::broadcast_string(result, MPI_COMM_WORLD);
+  return comm::broadcast_string(result, communicator);
 }
 
 int run_mpi_program(int argc, char** argv, const std::function<int(int, char**)>& body,

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "pets/data/checks.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::data {

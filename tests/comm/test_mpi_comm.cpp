@@ -35,6 +35,26 @@ TEST(DecideOnRank0, EveryRankGetsRankZerosAnswerOrItsUsageError) {
   }
 }
 
+TEST(DecideOnRank0, DecidesOnRankZeroOfTheCommunicatorItIsGiven) {
+  // The world split in reverse order: each rank's answer comes from the last world rank.
+  const int rank = world_rank(), size = world_size();
+  MPI_Comm reversed = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - rank, &reversed), MPI_SUCCESS);
+  EXPECT_EQ(pets::decide_on_rank_0([&] { return "world rank " + std::to_string(rank); }, reversed),
+            "world rank " + std::to_string(size - 1));
+  try {
+    pets::decide_on_rank_0(
+        [&]() -> std::string {
+          throw pets::UsageError("--images: from world rank " + std::to_string(rank));
+        },
+        reversed);
+    ADD_FAILURE() << "no usage error on rank " << rank;
+  } catch (const pets::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--images: from world rank " + std::to_string(size - 1));
+  }
+  MPI_Comm_free(&reversed);
+}
+
 TEST(MpiComm, IsAPrivateDuplicateOfTheWorld) {
   pets::comm::MpiComm comm;
   EXPECT_EQ(comm.rank(), world_rank());

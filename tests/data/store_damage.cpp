@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pets/data/h5store.hpp"
+#include "pets/data/h5.hpp"
 #include "pets/data/store_schema.hpp"
 
 namespace pets::data::testing {

@@ -15,10 +15,11 @@
 
 #include "data_test_util.hpp"
 #include "pets/data/augment.hpp"
-#include "pets/data/checks.hpp"
 #include "pets/data/decode.hpp"
+#include "pets/data/h5.hpp"
 #include "pets/data/labels.hpp"
 #include "pets/data/loader.hpp"
+#include "pets/data/mapped_chunks.hpp"
 #include "pets/data/preprocess.hpp"
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"

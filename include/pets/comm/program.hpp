@@ -21,6 +21,8 @@
 /// the option-parsing helpers programs share without MPI are in pets/util/app.hpp. The names stay
 /// in namespace pets, as pets::Error does: they are the whole project's error idiom.
 
+#include <mpi.h>
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -79,10 +81,11 @@ auto agree_on_usage(Check&& check) -> decltype(check()) {
   }
 }
 
-/// Runs `task` on rank 0 of MPI_COMM_WORLD alone and gives every rank what it returned, or
-/// throws on every rank the UsageError it threw: for input that only rank 0 judges (a folder it
-/// locks), so the error is not "on 1 of N ranks". Other exceptions are faults of rank 0.
-/// Collective over MPI_COMM_WORLD.
-std::string decide_on_rank_0(const std::function<std::string()>& task);
+/// Runs `task` on rank 0 of `comm` alone and gives every rank what it returned, or throws on
+/// every rank the UsageError it threw: for input that only rank 0 judges (a folder it locks, a
+/// folder it lists), so the error is not "on 1 of N ranks". Other exceptions are faults of
+/// rank 0. Collective over `comm`.
+std::string decide_on_rank_0(const std::function<std::string()>& task,
+                             MPI_Comm comm = MPI_COMM_WORLD);
 
 }  // namespace pets

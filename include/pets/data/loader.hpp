@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "pets/data/h5store.hpp"
+#include "pets/data/store_reader.hpp"
 
 namespace pets::data {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "pets/data/h5store.hpp"
+#include "pets/data/store_reader.hpp"
 
 namespace pets::data {
 

@@ -2,8 +2,8 @@
 /// \file
 /// The schema of the preprocessed image store, defined once: the names, element types and
 /// ranks of every attribute and dataset, and the version. pets_preprocess writes it
-/// (data/preprocess.cpp), Store reads and validates it (data/h5store.cpp), and the fuzzer's
-/// mutator, the bad-store tool and the tests name its parts through these constants.
+/// (StoreWriter, data/store_writer.cpp), Store reads and validates it (data/store_reader.cpp), and
+/// the fuzzer's mutator, the bad-store tool and the tests name its parts through these constants.
 ///
 ///     /                     attributes: label_names (fixed strings [labels], id order),
 ///                           seed (uint64), train_fraction (double), max_side (int32),

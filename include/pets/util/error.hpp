@@ -6,9 +6,9 @@
 /// Every check macro is here: PETS_CHECK, PETS_MPI_CHECK, PETS_H5_CHECK, PETS_TJ_CHECK,
 /// PETS_NCCL_CHECK, PETS_CUDA_CHECK. Each turns a failed call into a pets::Error carrying the
 /// library's own message. The helper a macro calls is declared here and defined in the area that
-/// links its library, so this header needs none of them: MPI in util (error.cpp), HDF5 and
-/// TurboJPEG in data (checks.cpp), NCCL and CUDA in comm (nccl_comm.cpp, built only with
-/// PETS_HAVE_NCCL). A macro is usable where its library's header is included.
+/// links its library, so this header needs none of them: MPI in util (error.cpp), HDF5 in
+/// data (h5.cpp), TurboJPEG in data (checks.cpp), NCCL and CUDA in comm (nccl_comm.cpp, built only
+/// with PETS_HAVE_NCCL). A macro is usable where its library's header is included.
 
 #include <stdexcept>
 #include <string>
@@ -41,7 +41,7 @@ std::string stamp(const std::string& message, const char* file, int line);
 
 namespace pets::data {
 
-/// "<call> failed: <the HDF5 error stack>", the stack then cleared (data/checks.cpp).
+/// "<call> failed: <the HDF5 error stack>", the stack then cleared (data/h5.cpp).
 [[noreturn]] void throw_h5_error(const char* call, const char* file, int line);
 /// "<call> failed: <tjGetErrorStr2(handle)>"; `handle` is the call's tjhandle (data/checks.cpp).
 [[noreturn]] void throw_tj_error(void* handle, const char* call, const char* file, int line);

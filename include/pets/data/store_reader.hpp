@@ -1,9 +1,8 @@
 #pragma once
 /// \file
-/// The preprocessed image store: one HDF5 file written by pets_preprocess and read by the
-/// loader. Its layout and version are in pets/data/store_schema.hpp.
-
-#include <hdf5.h>
+/// The reading half of the preprocessed image store: one HDF5 file written by pets_preprocess
+/// (store_writer.hpp) and read by the loader. Its layout and version are in
+/// pets/data/store_schema.hpp; the HDF5 calls under both halves in pets/data/h5.hpp.
 
 #include <array>
 #include <atomic>
@@ -15,49 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "pets/data/h5.hpp"
 #include "pets/data/image.hpp"
 #include "pets/data/store_schema.hpp"
 
 namespace pets::data {
 
-/// Owns one HDF5 identifier (file, group, dataset, dataspace, datatype, property list or
-/// attribute) and closes it with the matching H5?close. Move-only.
-class H5Id {
- public:
-  H5Id() = default;
-  /// Takes ownership; a negative id (a failed call) is kept as "empty".
-  explicit H5Id(hid_t id) : id_(id) {}
-  ~H5Id() { reset(); }
-  H5Id(const H5Id&) = delete;
-  H5Id& operator=(const H5Id&) = delete;
-  H5Id(H5Id&& other) noexcept : id_(other.release()) {}
-  H5Id& operator=(H5Id&& other) noexcept;
-
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-  /// Gives up ownership without closing.
-  hid_t release();
-  /// Closes now (errors ignored: a destructor cannot report them; use close() for files).
-  void reset();
-  /// Closes and throws pets::Error with the HDF5 error stack when closing fails.
-  void close();
-
- private:
-  hid_t id_ = -1;
-};
-
-/// A new store identity (store::kStoreId): 128 bits from std::random_device, 32 hex digits.
-std::string new_store_id();
-
-/// HDF5's Fletcher32 checksum of `bytes` bytes (H5_checksum_fletcher32: big-endian 16-bit words,
-/// an odd last byte as the high half of a word, both sums folded to 16 bits every 360 words and
-/// at the end; sum2 in the high half), as its Fletcher32 filter appends to each chunk.
-std::uint32_t fletcher32(const std::uint8_t* data, std::size_t bytes);
-
-/// Whether a chunk as HDF5's Fletcher32 filter stores it (`data_bytes` bytes of data, then the
-/// sum as a little-endian uint32) carries the right sum: the sum itself or, as HDF5 accepts for
-/// files of its versions before 1.6.3, the sum with the two bytes of each 16-bit half swapped.
-bool fletcher32_matches(const std::uint8_t* chunk, std::size_t data_bytes);
+class MappedChunks;
 
 /// Which half of the data set.
 enum class SplitKind { kTrain, kEval };
@@ -127,7 +90,7 @@ class Store {
   /// checksum (as pets_preprocess writes them), the rows are copied straight from the
   /// memory-mapped file at the chunk addresses HDF5 reported on the split's first read, outside
   /// the HDF5 lock, so threads read in parallel; the first time this process uses a chunk, its
-  /// Fletcher32 sum is checked in our own code (fletcher32_matches), and a wrong sum is refused
+  /// Fletcher32 sum is checked in our own code (MappedChunks), and a wrong sum is refused
   /// with the error HDF5's read gives. Any other layout, filter or chunk HDF5 did not place
   /// inside the file is read by one strided hyperslab read under the lock. Throws pets::Error
   /// when the box does not lie inside the image, pets::UsageError when the pixels are damaged.
@@ -162,12 +125,11 @@ class Store {
   std::string store_id_;
   std::vector<NameReason> skipped_;
   std::vector<NameReason> warnings_;
-  /// Where each pixel chunk of a split lies in the file, for reads outside the HDF5 lock; made
-  /// on a split's first read (h5store.cpp).
-  struct DirectReads;
-  const DirectReads* direct_reads(SplitKind kind) const;
+  /// Where each pixel chunk of a split lies in the file, for reads outside the HDF5 lock
+  /// (mapped_chunks.hpp); made on a split's first read, nullptr when it cannot be read so.
+  const MappedChunks* direct_reads(SplitKind kind) const;
   mutable std::once_flag direct_once_[2];
-  mutable std::unique_ptr<DirectReads> direct_[2];
+  mutable std::unique_ptr<MappedChunks> direct_[2];
   mutable std::atomic<std::int64_t> reads_{0};
   mutable std::atomic<std::int64_t> direct_reads_{0};
   mutable std::atomic<std::int64_t> verified_chunks_{0};
