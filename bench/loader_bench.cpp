@@ -17,94 +17,92 @@
 /// end before the clocks start (pets_train's start-up outlasts it). --malloc default keeps
 /// glibc's allocator settings instead of pets::retain_freed_memory(), which pets_train sets.
 
+#include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loader_measure.hpp"
+#include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
 
+namespace po = boost::program_options;
+
 namespace {
 
-[[noreturn]] void usage(const std::string& message) { throw pets::UsageError(message); }
-
-int to_int(const std::string& name, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const int n = std::stoi(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (const std::exception&) {
-  }
-  usage(name + " needs a non-negative integer, got '" + v + "'");
+[[noreturn]] void usage(const std::string& message) {
+  throw pets::UsageError("loader_bench: " + message);
 }
 
-int run(int argc, char** argv) {
+/// `value` of the 0|1 option `name`.
+bool zero_or_one(const std::string& name, const std::string& value) {
+  if (value != "0" && value != "1") usage("--" + name + " must be 0 or 1, got '" + value + "'");
+  return value == "1";
+}
+
+int loader_bench_main(int argc, char** argv) {
   pets::data::LoaderOptions lo;
   lo.world = 2;
   lo.prefetch = 3;
-  std::vector<int> workers = {1, 2, 4};
-  std::vector<pets::data::LoaderOutput> outputs = {pets::data::LoaderOutput::kPixels};
-  pets::data::SplitKind kind = pets::data::SplitKind::kTrain;
+  std::string workers_list = "1,2,4", output = "pixels", split = "train", malloc_choice = "retain";
+  std::string check_first_text = "0", verify_ahead_text = lo.verify_ahead ? "1" : "0";
+  std::string wait_for_check_text = "0";
   int epochs = 1;
-  bool check_first = false;
-  bool retain = true;
-  bool wait_for_check = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string o = argv[i];
-    if (i + 1 >= argc) usage(o + " needs a value");
-    const std::string v = argv[++i];
-    if (o == "--data") {
-      lo.path = v;
-    } else if (o == "--workers") {
-      workers.clear();
-      std::stringstream in(v);
-      for (std::string w; std::getline(in, w, ',');) workers.push_back(to_int(o, w));
-    } else if (o == "--world") {
-      lo.world = to_int(o, v);
-    } else if (o == "--rank") {
-      lo.rank = to_int(o, v);
-    } else if (o == "--epochs") {
-      epochs = to_int(o, v);
-    } else if (o == "--batch") {
-      lo.train_batch = lo.eval_batch = to_int(o, v);
-    } else if (o == "--image-size") {
-      lo.image_size = to_int(o, v);
-    } else if (o == "--output") {
-      if (v == "pixels")
-        outputs = {pets::data::LoaderOutput::kPixels};
-      else if (v == "crops")
-        outputs = {pets::data::LoaderOutput::kCrops};
-      else if (v == "both")
-        outputs = {pets::data::LoaderOutput::kPixels, pets::data::LoaderOutput::kCrops};
-      else
-        usage("--output must be pixels, crops or both");
-    } else if (o == "--check-first") {
-      if (v != "0" && v != "1") usage("--check-first must be 0 or 1");
-      check_first = v == "1";
-    } else if (o == "--verify-ahead") {
-      if (v != "0" && v != "1") usage("--verify-ahead must be 0 or 1");
-      lo.verify_ahead = v == "1";
-    } else if (o == "--wait-for-check") {
-      if (v != "0" && v != "1") usage("--wait-for-check must be 0 or 1");
-      wait_for_check = v == "1";
-    } else if (o == "--malloc") {
-      if (v != "retain" && v != "default") usage("--malloc must be retain or default");
-      retain = v == "retain";
-    } else if (o == "--split") {
-      if (v != "train" && v != "eval") usage("--split must be train or eval");
-      kind = v == "train" ? pets::data::SplitKind::kTrain : pets::data::SplitKind::kEval;
-    } else {
-      usage("unknown option '" + o + "'");
-    }
-  }
-  if (lo.path.empty()) usage("--data FILE is required");
+  int batch = static_cast<int>(lo.train_batch);
+  po::options_description desc("loader_bench --data FILE [options]");
+  desc.add_options()("help,h", "show this help")(
+      "data", po::value<std::string>(&lo.path)->required(), "the store")(
+      "workers", po::value<std::string>(&workers_list)->default_value(workers_list),
+      "worker-thread counts, one measurement each")(
+      "world", po::value<int>(&lo.world)->default_value(lo.world), "ranks sharing the split")(
+      "rank", po::value<int>(&lo.rank)->default_value(lo.rank), "the rank measured")(
+      "epochs", po::value<int>(&epochs)->default_value(epochs), "epochs per measurement")(
+      "batch", po::value<int>(&batch)->default_value(batch), "images per batch")(
+      "image-size", po::value<int>(&lo.image_size)->default_value(lo.image_size), "image side")(
+      "output", po::value<std::string>(&output)->default_value(output), "pixels | crops | both")(
+      "split", po::value<std::string>(&split)->default_value(split), "train | eval")(
+      "check-first", po::value<std::string>(&check_first_text)->default_value(check_first_text),
+      "1: read every image once before each measurement")(
+      "verify-ahead", po::value<std::string>(&verify_ahead_text)->default_value(verify_ahead_text),
+      "the loader's background check of the chunks (0 | 1)")(
+      "wait-for-check",
+      po::value<std::string>(&wait_for_check_text)->default_value(wait_for_check_text),
+      "1: the background check ends before the clocks start")(
+      "malloc", po::value<std::string>(&malloc_choice)->default_value(malloc_choice),
+      "retain (pets_train's allocator settings) | default (glibc's)");
+  po::variables_map vm;
+  if (!pets::parse_command_line(argc, argv, desc, vm, "loader_bench")) return 0;  // --help
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, int>>{{"--world", lo.world},
+                                                {"--rank", lo.rank},
+                                                {"--epochs", epochs},
+                                                {"--batch", batch},
+                                                {"--image-size", lo.image_size}})
+    if (value < 0) usage(std::string(name) + " must not be negative, got " + std::to_string(value));
+  lo.train_batch = lo.eval_batch = batch;
+  const std::optional<std::vector<int>> workers = pets::bench::worker_counts(workers_list, 1);
+  if (!workers) usage("--workers needs worker counts of at least 1, got '" + workers_list + "'");
+  std::vector<pets::data::LoaderOutput> outputs;
+  if (output == "pixels" || output == "both") outputs.push_back(pets::data::LoaderOutput::kPixels);
+  if (output == "crops" || output == "both") outputs.push_back(pets::data::LoaderOutput::kCrops);
+  if (outputs.empty()) usage("--output must be pixels, crops or both");
+  if (split != "train" && split != "eval") usage("--split must be train or eval");
+  const pets::data::SplitKind kind =
+      split == "train" ? pets::data::SplitKind::kTrain : pets::data::SplitKind::kEval;
+  const bool check_first = zero_or_one("check-first", check_first_text);
+  lo.verify_ahead = zero_or_one("verify-ahead", verify_ahead_text);
+  const bool wait_for_check = zero_or_one("wait-for-check", wait_for_check_text);
+  if (malloc_choice != "retain" && malloc_choice != "default")
+    usage("--malloc must be retain or default");
+  const bool retain = malloc_choice == "retain";
   if (retain) PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
   nlohmann::json runs = nlohmann::json::array();
   for (const auto output : outputs)
-    for (const int w : workers) {
+    for (const int w : *workers) {
       lo.workers = w;
       lo.output = output;
       runs.push_back(pets::bench::measure_loader(lo, epochs, kind, check_first, wait_for_check));
@@ -141,14 +139,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const pets::UsageError& e) {
-    std::cerr << "loader_bench: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "loader_bench: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return pets::run_program(argc, argv, loader_bench_main); }

@@ -12,12 +12,30 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "pets/data/loader.hpp"
+#include "pets/util/app.hpp"
 #include "pets/util/digest.hpp"
 
 namespace pets::bench {
+
+/// The worker counts of a list option ("1,2,4": pets_bench --loader-sweep, loader_bench
+/// --workers), or nullopt when an item is no integer or under `least`, or the list is empty.
+inline std::optional<std::vector<int>> worker_counts(const std::string& list, int least) {
+  std::vector<int> counts;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const std::optional<std::uint64_t> n = unsigned_number(item);
+    if (!n || *n < static_cast<std::uint64_t>(least) || *n > 1u << 20) return std::nullopt;
+    counts.push_back(static_cast<int>(*n));
+  }
+  if (counts.empty()) return std::nullopt;
+  return counts;
+}
 
 inline double clock_seconds(clockid_t clock) {
   timespec t{};

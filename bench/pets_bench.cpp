@@ -4,8 +4,9 @@
 ///   1. roofline: GFLOP/s of a large channels-last 3x3 convolution, fp32 and bf16;
 ///   2. FLOPs per image of ResNet-50d, counted from the convolutions and linear layers the
 ///      model's own forward executes (a dispatcher-level hook, see count_flops);
-///   3. model-only throughput of one frozen-backbone training step, fp32 and bf16, as images/s
-///      and as a fraction of the roofline;
+///   3. model-only throughput of pets_train's training step (pets::train::TrainStep on the
+///      backend make_backend makes, in an MPI world of this process alone), fp32 and bf16, as
+///      images/s and as a fraction of the roofline;
 ///   4. loader-only throughput (HDF5 read + RandomResizedCrop + resize + normalise), one rank:
 ///      images/s, per CPU-second (one core), with 1, 2 and 4 threads, the HDF5 lock's share, and
 ///      the GPU path's host side (crops staged for --input device);
@@ -25,6 +26,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -41,18 +43,22 @@
 #include <vector>
 
 #include "loader_measure.hpp"
-#include "pets/compat/torch.hpp"
+#include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
-#include "pets/train/grad_scaler.hpp"
+#include "pets/train/backend.hpp"
 #include "pets/train/input_pipeline.hpp"
-#include "pets/train/trainer.hpp"
+#include "pets/train/options.hpp"
+#include "pets/train/train_step.hpp"
+#include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
+#include "pets/util/number_text.hpp"
 #include "pets/util/threads.hpp"
 
 namespace fs = std::filesystem;
+namespace po = boost::program_options;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -102,7 +108,9 @@ struct Config {
   std::string report = "bench-report.json";
 };
 
-[[noreturn]] void usage(const std::string& message) { throw pets::UsageError(message); }
+[[noreturn]] void usage(const std::string& message) {
+  throw pets::UsageError("pets_bench: " + message);
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -338,9 +346,21 @@ json count_flops(pets::model::ResNet50d& model, const Config& c) {
 
 // ---- 3. model-only step --------------------------------------------------------------------
 
-json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop,
-                const json& roof) {
-  const torch::Device device(on_cuda(c) ? torch::kCUDA : torch::kCPU);
+pets::train::MixedPrecision mixed_precision_of(const std::string& precision) {
+  if (precision == "bf16") return pets::train::MixedPrecision::kBf16;
+  if (precision == "fp16") return pets::train::MixedPrecision::kFp16;
+  return pets::train::MixedPrecision::kNo;
+}
+
+/// pets_train's step itself: pets::train::TrainStep on the backend make_backend makes for
+/// `--device` and `--mixed-precision` (its device, its communicator, its autocast and fp16's
+/// loss scaling), one rank of `mpi`, on a batch already on the device. Everything of a step but
+/// the loader: the backbone's forward, the head and the loss, backward, the allreduce, Adam.
+json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop, const json& roof,
+                const pets::comm::MpiComm& mpi) {
+  pets::train::TrainOptions options;
+  options.device = on_cuda(c) ? pets::train::DeviceChoice::kCuda : pets::train::DeviceChoice::kCpu;
+  const c10::Device device = pets::train::pick_device(options.device, mpi.local_rank());
   model->freeze_backbone();
   model->to(device);
   model->to_channels_last();
@@ -350,50 +370,38 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   if (c.bn_mode == "eval") folded.emplace(*model);
   // NHWC as the loader delivers it, seen as a channels-last NCHW tensor (the trainer's
   // batch_images): the model takes it as it is, no conversion.
-  auto pixels =
+  const auto pixels =
       torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
   PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
-  auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64).to(device);
-  json out = {{"device", c.device},
+  pets::data::Batch batch;
+  batch.n = c.batch;
+  batch.h = batch.w = c.image_size;
+  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
+  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+  json out = {{"step",
+               "pets::train::TrainStep on make_backend's device, communicator and "
+               "precision, one rank"},
+              {"device", c.device},
               {"batch", c.batch},
               {"image_size", c.image_size},
               {"bn_mode", c.bn_mode},
               {"folded_batchnorm", folded.has_value()},
               {"threads", torch::get_num_threads()}};
   for (const std::string& precision : precisions(c)) {
-    // fp16: dynamic loss scaling as pets_train does it (scaled loss, gradients unscaled and
-    // checked); the optimiser step is left out for every precision.
-    pets::train::GradScaler scaler;
+    options.mixed_precision = mixed_precision_of(precision);
+    const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
+    PETS_CHECK(backend->device() == device, "model step: the backend chose another device");
+    pets::train::OneCycleOptions schedule;
+    schedule.total_steps = int64_t{1} << 40;  // never reached: the steps are timed, not counted
+    pets::train::TrainStep train_step(*model, backend->device_comm(), schedule,
+                                      backend->step_settings());
     int64_t skipped = 0;
     auto step = [&] {
-      torch::Tensor features;
-      {
-        torch::NoGradGuard no_grad;
-        if (precision != "fp32") {
-          pets::compat::set_autocast(device.type(), true, dtype_of(precision));
-        }
-        features = (folded ? folded->forward_features(pixels) : model->forward_features(pixels))
-                       .to(torch::kFloat32);
-        if (precision != "fp32") {
-          pets::compat::end_autocast(device.type());
-        }
-      }
-      auto loss = torch::nn::functional::cross_entropy(
-          model->forward_head(features), labels,
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-      if (precision == "fp16") {
-        scaler.scale_loss(loss).backward();
-        std::vector<at::Tensor> grads;
-        for (auto& p : model->fc->parameters()) grads.push_back(p.mutable_grad());
-        const bool finite = scaler.unscale(grads);
-        scaler.update(!finite);
-        skipped += finite ? 0 : 1;
-      } else {
-        loss.backward();
-      }
-      // .item() waits for the GPU: the step's time includes all of its work.
-      PETS_CHECK(std::isfinite(loss.item<double>()), "model step: non-finite loss");
-      for (auto& p : model->fc->parameters()) p.mutable_grad().reset();
+      // The step's last .item() waits for the device: its time includes all of its work.
+      const pets::train::StepResult result = train_step.run(
+          batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
+      PETS_CHECK(std::isfinite(result.loss_sum), "model step: non-finite loss");
+      skipped += result.skipped ? 1 : 0;
     };
     const auto times = time_calls(step, c.warmup, c.min_iters, c.min_seconds);
     const double per_step = mean(times);
@@ -407,8 +415,8 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
         {"achieved_gflops", ips * step_gflop},
         {"roofline_images_per_s", roof_gflops / step_gflop},
         {"roofline_fraction", ips * step_gflop / roof_gflops}};
-    if (precision == "fp16") {
-      out[precision]["loss_scale"] = scaler.scale();
+    if (const pets::train::GradScaler* scaler = train_step.scaler()) {
+      out[precision]["loss_scale"] = scaler->scale();
       out[precision]["skipped_steps"] = skipped;
     }
   }
@@ -759,40 +767,79 @@ int check_report(const std::string& path) {
   return 0;
 }
 
-const char* kHelp =
-    "pets_bench [options]          run the benchmark, JSON to --report and stdout, table to "
-    "stderr\n"
-    "pets_bench --check FILE       validate a report (every section, positive numbers)\n"
-    "options (defaults in brackets):\n"
-    "  --smoke                tiny sizes for CI (batch 2, image 64, 1 epoch, 12 images)\n"
-    "  --threads N            torch threads for sections 1-3 [cores in the affinity mask]\n"
-    "  --batch N --image-size N --bn-mode train|eval   model-only step [64, 224, train]\n"
-    "  --roof-batch N --roof-channels N --roof-size N   roofline conv [8, 256, 56]\n"
-    "  --min-seconds S --min-iters N                    per measurement [3, 3]\n"
-    "  --loader-workers N --loader-world N --loader-epochs N   [1, 2, 2]\n"
-    "  --loader-sweep LIST    worker counts of the loader's scaling figures [1,2,4]\n"
-    "  --no-e2e  --e2e-bf16   skip the pets_train runs / add a bf16 one\n"
-    "  --loader-only          section 4 alone (a report --check refuses)\n"
-    "  --e2e-only             the data and the pets_train runs alone\n"
-    "  --device cpu|cuda      where sections 1 and 3 run (cuda adds fp16) [cpu]\n"
-    "  --e2e-runs LIST        pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1\n"
-    "                         np1_bf16 np1_fp16 np1_bf16_bn_eval np1_bf16_loader8\n"
-    "                         np1_bf16_loader15 np1_bf16_deterministic\n"
-    "                         [np2,np2_bn_eval,np1_threads2]\n"
-    "  --e2e-args 'ARGS'      added to every pets_train run, e.g. '--device cuda' ['']\n"
-    "  --preprocess-np N      ranks of pets_preprocess for the synthesised set [2]\n"
-    "  --data FILE            use this store instead of synthesising one\n"
-    "  --per-class N --classes N --epochs N --train-batch N --eval-batch N   [20, 37, 5, 64, 128]\n"
-    "  --train EXE --preprocess EXE --synth EXE --mpiexec EXE --np-flag F\n"
-    "  --mpi-preflags 'FLAGS' --np1-preflags 'FLAGS' ['', '--bind-to none']\n"
-    "  --work DIR --report FILE  [bench-work, bench-report.json]\n";
+/// The options, in --help order; their defaults are `c`'s values (--smoke's sizes with --smoke).
+po::options_description options_of(Config& c, std::string& loader_sweep, std::string& check) {
+  po::options_description desc(
+      "pets_bench [options]          run the benchmark, JSON to --report and stdout, table to "
+      "stderr\n"
+      "pets_bench --check FILE       validate a report (every section, positive numbers)\n"
+      "Options");
+  const auto count = [](int& target) { return po::value<int>(&target)->default_value(target); };
+  // An empty default is not shown ("(=)").
+  const auto text = [](std::string& target) {
+    po::typed_value<std::string>* value = po::value<std::string>(&target);
+    return target.empty() ? value : value->default_value(target);
+  };
+  desc.add_options()("help,h", "show this help")(
+      "check", po::value<std::string>(&check)->value_name("FILE"),
+      "validate the report FILE (every section present, every number positive); no other "
+      "option")("smoke", po::bool_switch(&c.smoke),
+                "tiny sizes for CI (batch 2, image 64, 1 epoch, 12 images); options given "
+                "override them")(
+      "threads", count(c.threads),
+      "torch threads for sections 1-3 (0: the cores in the affinity mask)")(
+      "batch", count(c.batch), "model-only step: images per step")(
+      "image-size", count(c.image_size), "model-only step: image side")(
+      "bn-mode", text(c.bn_mode), "model-only step: train | eval (the folded backbone)")(
+      "roof-batch", count(c.roof_batch), "roofline convolution: batch")(
+      "roof-channels", count(c.roof_channels), "roofline convolution: channels")(
+      "roof-size", count(c.roof_size), "roofline convolution: image side")(
+      "min-seconds", po::value<double>(&c.min_seconds)->default_value(c.min_seconds),
+      "least seconds of each measurement")("min-iters", count(c.min_iters),
+                                           "least calls of each measurement")(
+      "loader-workers", count(c.loader_workers), "loader threads (as pets_train gives a rank)")(
+      "loader-world", count(c.loader_world), "ranks the loader's split is shared by")(
+      "loader-epochs", count(c.loader_epochs), "loader epochs per measurement")(
+      "loader-sweep", text(loader_sweep), "worker counts of the loader's scaling figures")(
+      "no-e2e", po::bool_switch()->notifier([&c](bool set) { c.e2e = !set; }),
+      "skip the pets_train runs")("e2e-bf16", po::bool_switch(&c.e2e_bf16),
+                                  "add a bf16 run (np2_bf16) to the default ones")(
+      "loader-only", po::bool_switch(&c.loader_only), "section 4 alone (a report --check refuses)")(
+      "e2e-only", po::bool_switch(&c.e2e_only), "the data and the pets_train runs alone")(
+      "device", text(c.device), "cpu | cuda: where sections 1 and 3 run (cuda adds fp16)")(
+      "e2e-runs", text(c.e2e_runs),
+      "pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1 np1_bf16 np1_fp16 "
+      "np1_bf16_bn_eval np1_bf16_loader8 np1_bf16_loader15 np1_bf16_deterministic (empty: np2, "
+      "np2_bn_eval, np1_threads2)")("e2e-args", text(c.e2e_args),
+                                    "added to every pets_train run, e.g. '--device cuda'")(
+      "preprocess-np", count(c.preprocess_np), "ranks of pets_preprocess for the synthesised set")(
+      "data", text(c.data), "use this store instead of synthesising one")(
+      "per-class", count(c.per_class), "synthesised images per class")(
+      "classes", count(c.synth_classes), "synthesised classes")("epochs", count(c.epochs),
+                                                                "epochs of every pets_train run")(
+      "train-batch", count(c.train_batch), "pets_train --batch-size")(
+      "eval-batch", count(c.eval_batch), "pets_train --eval-batch-size")(
+      "train", text(c.train_exe), "pets_train")("preprocess", text(c.preprocess_exe),
+                                                "pets_preprocess")(
+      "synth", text(c.synth_exe), "pets_synth")("mpiexec", text(c.mpiexec), "MPI launcher")(
+      "np-flag", text(c.np_flag), "the launcher's rank-count flag")(
+      "mpi-preflags", text(c.mpi_preflags), "launcher flags for every launch")(
+      "np1-preflags", text(c.np1_preflags), "launcher flags of the -np 1 runs")(
+      "work", text(c.work), "working folder")("report", text(c.report), "the JSON report");
+  return desc;
+}
 
-Config parse(int argc, char** argv) {
+/// What the command line asks for: a run with `config`, a report to check, or the help text.
+struct Command {
+  std::optional<Config> config;
+  std::string check;
+};
+
+Command parse(int argc, char** argv) {
   Config c;
-  std::vector<std::string> a(argv + 1, argv + argc);
   // --smoke first, so that explicit options override its sizes.
+  const std::vector<std::string> a(argv + 1, argv + argc);
   if (std::find(a.begin(), a.end(), "--smoke") != a.end()) {
-    c.smoke = true;
     c.roof_batch = 1;
     c.roof_channels = 64;
     c.roof_size = 28;
@@ -808,121 +855,21 @@ Config parse(int argc, char** argv) {
     c.train_batch = 2;
     c.eval_batch = 2;
   }
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= a.size()) usage(a[i] + " needs a value");
-      return a[++i];
-    };
-    auto integer = [&]() {
-      const std::string name = a[i];
-      const std::string v = value();
-      try {
-        size_t used = 0;
-        const int n = std::stoi(v, &used);
-        if (used != v.size() || n < 0) throw std::invalid_argument(v);
-        return n;
-      } catch (const std::exception&) {
-        usage(name + " needs a non-negative integer, got '" + v + "'");
-      }
-    };
-    const std::string& o = a[i];
-    if (o == "--smoke") {
-    } else if (o == "--help" || o == "-h") {
-      std::cout << kHelp;
-      std::exit(0);
-    } else if (o == "--threads")
-      c.threads = integer();
-    else if (o == "--batch")
-      c.batch = integer();
-    else if (o == "--image-size")
-      c.image_size = integer();
-    else if (o == "--bn-mode")
-      c.bn_mode = value();
-    else if (o == "--roof-batch")
-      c.roof_batch = integer();
-    else if (o == "--roof-channels")
-      c.roof_channels = integer();
-    else if (o == "--roof-size")
-      c.roof_size = integer();
-    else if (o == "--min-seconds") {
-      const std::string v = value();
-      char* end = nullptr;
-      c.min_seconds = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(c.min_seconds >= 0))
-        usage("--min-seconds needs a non-negative number, got '" + v + "'");
-    } else if (o == "--min-iters")
-      c.min_iters = integer();
-    else if (o == "--loader-workers")
-      c.loader_workers = integer();
-    else if (o == "--loader-world")
-      c.loader_world = integer();
-    else if (o == "--loader-sweep") {
-      const std::string list = value();
-      c.loader_sweep.clear();
-      std::stringstream in(list);
-      for (std::string item; std::getline(in, item, ',');) {
-        int n = 0;
-        try {
-          size_t used = 0;
-          n = std::stoi(item, &used);
-          if (used != item.size()) n = 0;
-        } catch (const std::exception&) {
-        }
-        if (n < 1) usage("--loader-sweep needs worker counts of at least 1, got '" + list + "'");
-        c.loader_sweep.push_back(n);
-      }
-      if (c.loader_sweep.empty()) usage("--loader-sweep needs at least one worker count");
-    } else if (o == "--loader-epochs")
-      c.loader_epochs = integer();
-    else if (o == "--no-e2e")
-      c.e2e = false;
-    else if (o == "--loader-only")
-      c.loader_only = true;
-    else if (o == "--e2e-bf16")
-      c.e2e_bf16 = true;
-    else if (o == "--e2e-only")
-      c.e2e_only = true;
-    else if (o == "--device")
-      c.device = value();
-    else if (o == "--e2e-runs")
-      c.e2e_runs = value();
-    else if (o == "--e2e-args")
-      c.e2e_args = value();
-    else if (o == "--preprocess-np")
-      c.preprocess_np = integer();
-    else if (o == "--data")
-      c.data = value();
-    else if (o == "--per-class")
-      c.per_class = integer();
-    else if (o == "--classes")
-      c.synth_classes = integer();
-    else if (o == "--epochs")
-      c.epochs = integer();
-    else if (o == "--train-batch")
-      c.train_batch = integer();
-    else if (o == "--eval-batch")
-      c.eval_batch = integer();
-    else if (o == "--train")
-      c.train_exe = value();
-    else if (o == "--preprocess")
-      c.preprocess_exe = value();
-    else if (o == "--synth")
-      c.synth_exe = value();
-    else if (o == "--mpiexec")
-      c.mpiexec = value();
-    else if (o == "--np-flag")
-      c.np_flag = value();
-    else if (o == "--mpi-preflags")
-      c.mpi_preflags = value();
-    else if (o == "--np1-preflags")
-      c.np1_preflags = value();
-    else if (o == "--work")
-      c.work = value();
-    else if (o == "--report")
-      c.report = value();
-    else
-      usage("unknown option '" + o + "' (see --help)");
+  std::string loader_sweep = "1,2,4";
+  Command command;
+  const po::options_description desc = options_of(c, loader_sweep, command.check);
+  po::variables_map vm;
+  if (!pets::parse_command_line(argc, argv, desc, vm, "pets_bench")) return command;  // --help
+  if (!command.check.empty()) {
+    for (const auto& [name, value] : vm)
+      if (name != "check" && !value.defaulted()) usage("--check FILE takes no other option");
+    return command;
   }
+  const auto sweep = pets::bench::worker_counts(loader_sweep, 1);
+  if (!sweep) usage("--loader-sweep needs worker counts of at least 1, got '" + loader_sweep + "'");
+  c.loader_sweep = *sweep;
+  if (!(c.min_seconds >= 0) || !std::isfinite(c.min_seconds))
+    usage("--min-seconds needs a non-negative number, got " + pets::format_number(c.min_seconds));
   if (c.bn_mode != "train" && c.bn_mode != "eval") usage("--bn-mode must be train or eval");
   if (c.device != "cpu" && c.device != "cuda") usage("--device must be cpu or cuda");
   if (c.device == "cuda" && !torch::cuda::is_available())
@@ -932,19 +879,38 @@ Config parse(int argc, char** argv) {
   for (const auto& name : e2e_run_names(c))
     if (e2e_run_kinds().count(name) == 0)
       usage("--e2e-runs: unknown run '" + name + "' (see --help)");
-  for (int v :
-       {c.batch, c.image_size, c.roof_batch, c.roof_channels, c.roof_size, c.min_iters,
-        c.loader_workers, c.loader_world, c.loader_epochs, c.epochs, c.per_class, c.preprocess_np})
-    if (v <= 0) usage("sizes and counts must be positive");
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, int>>{{"--batch", c.batch},
+                                                {"--image-size", c.image_size},
+                                                {"--roof-batch", c.roof_batch},
+                                                {"--roof-channels", c.roof_channels},
+                                                {"--roof-size", c.roof_size},
+                                                {"--min-iters", c.min_iters},
+                                                {"--loader-workers", c.loader_workers},
+                                                {"--loader-world", c.loader_world},
+                                                {"--loader-epochs", c.loader_epochs},
+                                                {"--epochs", c.epochs},
+                                                {"--per-class", c.per_class},
+                                                {"--preprocess-np", c.preprocess_np}})
+    if (value <= 0) usage(std::string(name) + " must be positive, got " + std::to_string(value));
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, int>>{{"--threads", c.threads},
+                                                {"--classes", c.synth_classes},
+                                                {"--train-batch", c.train_batch},
+                                                {"--eval-batch", c.eval_batch}})
+    if (value < 0) usage(std::string(name) + " must not be negative, got " + std::to_string(value));
   if (c.data.empty() && (c.synth_exe.empty() || c.preprocess_exe.empty()))
     usage("--synth and --preprocess are needed unless --data names a store");
   if (c.e2e && c.train_exe.empty()) usage("--train is needed (or --no-e2e)");
-  return c;
+  command.config = c;
+  return command;
 }
 
-int run(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--check") return check_report(argv[2]);
-  const Config c = parse(argc, argv);
+int bench_main(int argc, char** argv) {
+  const Command command = parse(argc, argv);
+  if (!command.check.empty()) return check_report(command.check);
+  if (!command.config) return 0;  // --help
+  const Config& c = *command.config;
   fs::create_directories(c.work);
   torch::set_num_threads(c.threads > 0 ? c.threads : pets::affinity_cpu_count());
   torch::manual_seed(0);
@@ -989,13 +955,21 @@ int run(int argc, char** argv) {
     r["flops"] = count_flops(model, c);
     std::cerr << "pets_bench: 3. model step\n";
     const double step_gflop = r["flops"]["train_step_gflop_per_image"].get<double>();
-    // The allocator lever, measured in this run: glibc's defaults of a fresh process first (no
-    // mallopt call before this point), then what pets_train sets (pets/util/memory.hpp). A CPU
-    // lever: on CUDA only the second is measured.
-    if (!on_cuda(c))
-      r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"]);
-    PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
-    r["model_step"] = model_step(model, c, step_gflop, r["roofline"]);
+    {
+      // The step's backend needs MPI: a world of this process alone, ended before the pets_train
+      // runs (mpirun does not start from inside an MPI process).
+      int mpi_argc = argc;
+      char** mpi_argv = argv;
+      const pets::comm::MpiEnvironment environment(mpi_argc, mpi_argv);
+      const pets::comm::MpiComm mpi;
+      // The allocator lever, measured in this run: glibc's defaults of a fresh process first (no
+      // mallopt call before this point), then what pets_train sets (pets/util/memory.hpp). A CPU
+      // lever: on CUDA only the second is measured.
+      if (!on_cuda(c))
+        r["model_step_default_malloc"] = model_step(model, c, step_gflop, r["roofline"], mpi);
+      PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
+      r["model_step"] = model_step(model, c, step_gflop, r["roofline"], mpi);
+    }
     std::cerr << "pets_bench: 4. loader\n";
     r["loader"] = loader_bench(c, store);
   }
@@ -1035,14 +1009,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const pets::UsageError& e) {
-    std::cerr << "pets_bench: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "pets_bench: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return pets::run_program(argc, argv, bench_main); }

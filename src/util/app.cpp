@@ -6,12 +6,23 @@
 #include <algorithm>
 #include <boost/program_options/cmdline.hpp>
 #include <boost/program_options/errors.hpp>
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/parsers.hpp>
+#include <boost/program_options/positional_options.hpp>
+#include <boost/program_options/variables_map.hpp>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
+#include <system_error>
+
+#include "pets/util/error.hpp"
 
 namespace pets {
 
@@ -56,11 +67,63 @@ std::filesystem::path nearest_existing(std::filesystem::path path, struct stat& 
   return path;
 }
 
+/// Ends a serial program with one line on stderr.
+int print_error_line(const char* message, int status) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", message);
+  std::fflush(stderr);
+  return status;
+}
+
 }  // namespace
+
+int run_program(int argc, char** argv, const std::function<int(int, char**)>& body) {
+  try {
+    return body(argc, argv);
+  } catch (const UsageError& e) {
+    return print_error_line(e.what(), kExitUsage);
+  } catch (const std::exception& e) {
+    return print_error_line(e.what(), kExitFault);
+  } catch (...) {
+    return print_error_line("unknown exception", kExitFault);
+  }
+}
+
+std::optional<std::uint64_t> unsigned_number(const std::string& text) {
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  // from_chars refuses a sign, so "-1" cannot wrap around.
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
 
 int command_line_style() {
   namespace style = boost::program_options::command_line_style;
   return style::default_style & ~style::allow_guessing;
+}
+
+bool parse_command_line(int argc, char** argv,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const std::string& program) {
+  namespace po = boost::program_options;
+  try {
+    const po::positional_options_description no_positionals;
+    po::store(po::command_line_parser(argc, argv)
+                  .options(desc)
+                  .positional(no_positionals)
+                  .style(command_line_style())
+                  .run(),
+              vm);
+    if (desc.find_nothrow("help", false) != nullptr && vm.count("help") != 0) {
+      std::cout << desc << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(program + ": " + program_options_message(e) + " (see --help)");
+  }
+  return true;
 }
 
 std::optional<std::string> input_file_problem(const std::string& path) {

@@ -1,16 +1,20 @@
 #pragma once
 /// \file
-/// What the programs share without MPI: their exit statuses, the message of a bad option, and
-/// the checks of the paths options name (made at start, so that a wrong path is one clear
-/// message before any slow work, not a library's error later).
-/// The MPI program runner (run_mpi_program, agree_on_usage) is in pets/comm/program.hpp.
+/// What the programs share without MPI: their exit statuses, the main of a serial program
+/// (run_program), the message of a bad option, and the checks of the paths options name (made at
+/// start, so that a wrong path is one clear message before any slow work, not a library's error
+/// later). The MPI program runner (run_mpi_program, agree_on_usage) is in pets/comm/program.hpp.
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 namespace boost::program_options {
 class error;
-}
+class options_description;
+class variables_map;
+}  // namespace boost::program_options
 
 namespace pets {
 
@@ -18,6 +22,21 @@ namespace pets {
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFault = 1;
 inline constexpr int kExitUsage = 2;
+
+/// The main of a serial program (no MPI), as run_mpi_program is the MPI programs':
+///
+///     int main(int argc, char** argv) { return pets::run_program(argc, argv, body); }
+///
+/// Runs `body` and returns its status. pets::UsageError (bad input): "error: <message>" on
+/// stderr, status 2 (kExitUsage); any other exception (a fault): "error: <message>", status 1
+/// (kExitFault). stdout is flushed first, so that both streams in one log keep their order. As
+/// with run_mpi_program, the body names the program in its usage messages ("pets_synth: ...").
+int run_program(int argc, char** argv, const std::function<int(int, char**)>& body);
+
+/// `text` as an unsigned decimal integer, or nullopt for anything else: a sign ("-1", which
+/// Boost's unsigned values wrap around to 2^64-1), other characters, nothing, or a value over
+/// 2^64-1. Read unsigned options as text and give them to this.
+std::optional<std::uint64_t> unsigned_number(const std::string& text);
 
 /// The message of a Boost.Program_options error, for any user input. Use it instead of
 /// e.what(): Boost 1.74's what() never returns when a value holds the placeholder it stands
@@ -29,6 +48,14 @@ std::string program_options_message(const boost::program_options::error& e);
 /// Boost's default without allow_guessing, so an abbreviation (`--epoch`, `--over`) is an
 /// unknown option rather than silently the option it starts.
 int command_line_style();
+
+/// A serial program's command line: stores argv into `vm` by `desc` (command_line_style(); no
+/// positional arguments, so a stray one is an error rather than ignored) and runs the notifiers,
+/// or, when `desc` has "help" and it is given, prints `desc` on stdout and returns false. A
+/// Boost error throws pets::UsageError "<program>: <message> (see --help)".
+bool parse_command_line(int argc, char** argv,
+                        const boost::program_options::options_description& desc,
+                        boost::program_options::variables_map& vm, const std::string& program);
 
 /// What is wrong with reading `path` as a file, or nullopt: "cannot read 'x': <reason>" (missing,
 /// no permission), "'x' is a folder, not a file".
