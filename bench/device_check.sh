@@ -521,7 +521,7 @@ run() {
       "$W/logs/harness_measure.log"
     # Five epochs each (the whole job's training half is np1_bf16's wall time); the folded path
     # trains in np1_bf16_bn_eval.
-    local e2e=(--e2e-runs "${PETS_DEVICE_E2E_RUNS:-np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,np1_bf16_deterministic}"
+    local e2e=(--e2e-runs "${PETS_DEVICE_E2E_RUNS:-np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,np1_bf16_deterministic,np1_bf16_native_bn,np1_fp16_native_bn}"
                --e2e-args "--device cuda --seed 7"
                --epochs 5 --train-batch "$batch" --eval-batch 256)
     ((HAVE_GPU)) || e2e=(--e2e-runs np1 --e2e-args "--device cpu" --epochs 1 --train-batch 8

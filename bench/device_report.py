@@ -14,6 +14,8 @@ each: name, status, seconds, figures, log tail), with the GPU targets read from 
                  steady training rate of np1_bf16_deterministic over np1_bf16's)
   loader_threads the steady training rate and loader wait of np1_bf16 (automatic loader threads)
                  against --loader-threads 8 and 15, where those runs exist
+  fused_batchnorm_* the steady training rate with the fused train-mode BatchNorm kernel (np1_bf16,
+                 np1_fp16) over LibTorch's BatchNorm, ReLU and add (PETS_NATIVE_BATCHNORM=1)
 
 A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
 
@@ -99,6 +101,12 @@ def targets_of(by):
                              "steady_loader_wait_share": statistics.median(w[1:])}
     if len(threads) > 1:
         t["loader_threads"] = threads
+    for precision in ("bf16", "fp16"):
+        fused, _ = epoch_figures(runs.get("np1_" + precision))
+        native, _ = epoch_figures(runs.get("np1_%s_native_bn" % precision))
+        if len(fused) >= 2 and len(native) >= 2 and None not in fused + native:
+            t["fused_batchnorm_%s_steady_over_native" % precision] = (
+                statistics.median(fused[1:]) / statistics.median(native[1:]))
     prep = get(by, "harness_data", "figures", "preprocess_seconds")
     train_wall = get(runs, "np1_bf16", "wall_seconds")
     tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")

@@ -542,14 +542,19 @@ json prepare_data(const Config& c, std::string& store) {
 }
 
 json e2e_run(const Config& c, const std::string& store, const std::string& name, int np,
-             const std::string& extra_launch, const std::string& extra_args) {
+             const std::string& extra_launch, const std::string& extra_args,
+             const std::string& env) {
   const fs::path work = fs::absolute(c.work);
   const fs::path out = work / ("run_" + name);
   fs::remove_all(out);
+  // The switch in the launcher's environment, and exported to the ranks (Open MPI's -x).
+  const std::string env_name = env.substr(0, env.find('='));
   const std::string cmd =
-      launcher(c, np, extra_launch) + " " + quote(c.train_exe) + " --data " + quote(store) +
-      " --epochs " + std::to_string(c.epochs) + " --batch-size " + std::to_string(c.train_batch) +
-      " --eval-batch-size " + std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
+      (env.empty() ? "" : "env " + quote(env) + " ") +
+      launcher(c, np, extra_launch + (env.empty() ? "" : " -x " + env_name)) + " " +
+      quote(c.train_exe) + " --data " + quote(store) + " --epochs " + std::to_string(c.epochs) +
+      " --batch-size " + std::to_string(c.train_batch) + " --eval-batch-size " +
+      std::to_string(c.eval_batch) + " --out " + quote(out.string()) +
       (extra_args.empty() ? "" : " " + extra_args) + (c.e2e_args.empty() ? "" : " " + c.e2e_args);
   const double wall = run_command(cmd, (work / ("run_" + name + ".log")).string());
   std::ifstream in(out / "metrics.jsonl");
@@ -583,11 +588,13 @@ json e2e_run(const Config& c, const std::string& store, const std::string& name,
           {"per_epoch", epochs}};
 }
 
-/// The pets_train runs --e2e-runs can name: ranks, launcher flags, pets_train flags.
+/// The pets_train runs --e2e-runs can name: ranks, launcher flags, pets_train flags, and a
+/// switch of the environment (NAME=VALUE, passed to the ranks; docs/testing.md).
 struct E2eKind {
   int np;
   bool np1_preflags;
   std::string args;
+  std::string env = "";
 };
 const std::map<std::string, E2eKind>& e2e_run_kinds() {
   static const std::map<std::string, E2eKind> kinds = {
@@ -601,7 +608,10 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
       {"np1_bf16_bn_eval", {1, true, "--mixed-precision bf16 --bn-mode eval"}},
       {"np1_bf16_loader8", {1, true, "--mixed-precision bf16 --loader-threads 8"}},
       {"np1_bf16_loader15", {1, true, "--mixed-precision bf16 --loader-threads 15"}},
-      {"np1_bf16_deterministic", {1, true, "--mixed-precision bf16 --deterministic"}}};
+      {"np1_bf16_deterministic", {1, true, "--mixed-precision bf16 --deterministic"}},
+      // LibTorch's BatchNorm, ReLU and add instead of the fused kernel, to compare with.
+      {"np1_bf16_native_bn", {1, true, "--mixed-precision bf16", "PETS_NATIVE_BATCHNORM=1"}},
+      {"np1_fp16_native_bn", {1, true, "--mixed-precision fp16", "PETS_NATIVE_BATCHNORM=1"}}};
   return kinds;
 }
 
@@ -809,7 +819,8 @@ po::options_description options_of(Config& c, std::string& loader_sweep, std::st
       "device", text(c.device), "cpu | cuda: where sections 1 and 3 run (cuda adds fp16)")(
       "e2e-runs", text(c.e2e_runs),
       "pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1 np1_bf16 np1_fp16 "
-      "np1_bf16_bn_eval np1_bf16_loader8 np1_bf16_loader15 np1_bf16_deterministic (empty: np2, "
+      "np1_bf16_bn_eval np1_bf16_loader8 np1_bf16_loader15 np1_bf16_deterministic "
+      "np1_bf16_native_bn np1_fp16_native_bn (empty: np2, "
       "np2_bn_eval, np1_threads2)")("e2e-args", text(c.e2e_args),
                                     "added to every pets_train run, e.g. '--device cuda'")(
       "preprocess-np", count(c.preprocess_np), "ranks of pets_preprocess for the synthesised set")(
@@ -980,8 +991,8 @@ int bench_main(int argc, char** argv) {
     for (const auto& name : names) {
       const E2eKind& kind = e2e_run_kinds().at(name);
       std::cerr << "pets_bench: 5./6. end to end " << name << "\n";
-      runs[name] =
-          e2e_run(c, store, name, kind.np, kind.np1_preflags ? c.np1_preflags : "", kind.args);
+      runs[name] = e2e_run(c, store, name, kind.np, kind.np1_preflags ? c.np1_preflags : "",
+                           kind.args, kind.env);
     }
     r["end_to_end"] = {{"data", data},
                        {"epochs", c.epochs},
