@@ -8,11 +8,11 @@ synth=$1 prep=$2 train=$7
 use_mpiexec "$4" "$5" "$6"
 enter_workdir "$3"
 
-# pets_synth: usage error, then a folder with the quirk files.
-# (pets_synth is no MPI program: its message need not be an `error:` line.)
+# pets_synth: usage error (one `error:` line, as every program's), then a folder with the quirk
+# files.
 capture synth_usage.log "$synth" --out imgs
 check_eq "pets_synth without --per-class: exit status" "$status" 2
-grep -q -- "--per-class" synth_usage.log || { fail "pets_synth without --per-class: no message naming it"; show synth_usage.log; }
+grep -q -- "^error: .*--per-class" synth_usage.log || { fail "pets_synth without --per-class: no error line naming it"; show synth_usage.log; }
 "$synth" --out imgs --per-class 3 --quirks --seed 1 >/dev/null || fatal "pets_synth exit $?"
 n=$(find imgs -maxdepth 1 -name '*.jpg' | wc -l)
 check_eq "pets_synth's .jpg files" "$n" $((37 * 3 + 12))
