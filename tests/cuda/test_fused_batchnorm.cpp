@@ -212,7 +212,7 @@ TEST(FusedBatchNormCuda, RefusesWhatItDoesNotTake) {
 }
 
 /// The backbone in train mode under `dtype`: the fused forward's error against the fp32 forward
-/// (TF32 off) no more than LibTorch's own forward's under the same precision, with a margin
+/// (TF32 off) at most twice LibTorch's own forward's under the same precision, plus a margin
 /// (fp32: LibTorch's is the reference itself; the fused one within `margin`); the running
 /// statistics likewise.
 void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
@@ -243,7 +243,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   std::cout << "[ parity  ] train-mode " << what
             << ": features' relative error against fp32, LibTorch " << native_error << ", fused "
             << fused_error << "\n";
-  EXPECT_LE(fused_error, 1.5 * native_error + margin) << what;
+  EXPECT_LE(fused_error, 2 * native_error + margin) << what;
   double native_stats = 0, fused_stats = 0;
   for (std::size_t i = 0; i < before.size(); ++i) {
     const torch::Tensor r = reference_buffers[i].to(torch::kFloat64);
@@ -259,7 +259,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   std::cout << "[ parity  ] train-mode " << what
             << ": running statistics' error against fp32, LibTorch " << native_stats << ", fused "
             << fused_stats << "\n";
-  EXPECT_LE(fused_stats, 1.5 * native_stats + margin) << what;
+  EXPECT_LE(fused_stats, 2 * native_stats + margin) << what;
 }
 
 TEST(FusedBatchNormCuda, BackboneAsAccurateAsLibTorchsFp32) {
