@@ -3,11 +3,9 @@
 #include <chrono>
 
 #include "pets/comm/mpi_comm.hpp"
-#include "pets/comm/program.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
-#include "pets/model/state_dict.hpp"
 #include "pets/train/backend.hpp"
 #include "pets/train/batchnorm_sync.hpp"
 #include "pets/train/debug_switches.hpp"
@@ -17,6 +15,7 @@
 #include "pets/train/run_data.hpp"
 #include "pets/train/run_report.hpp"
 #include "pets/train/run_session.hpp"
+#include "pets/train/run_start.hpp"
 #include "pets/train/startup.hpp"
 #include "pets/train/stop_checkpoint.hpp"
 #include "pets/train/stop_signal.hpp"
@@ -57,9 +56,6 @@ class Trainer {
 
  private:
   void setup();
-  void make_model();
-  /// Continues from the latest checkpoint in --out (collective).
-  void resume();
   /// Trains from `position` to the end of the epoch, or until the ranks agree to stop (false).
   bool train_epoch(int64_t epoch, EpochPosition& position);
   /// False when the ranks agreed to stop before a batch (metrics unset).
@@ -90,8 +86,7 @@ class Trainer {
   /// plain path (no fold, no cache), to compare against.
   std::unique_ptr<model::FoldedBackbone> folded_;
   std::unique_ptr<RunProgress> progress_;  ///< the progress line and the run's time left
-  int64_t first_epoch_ = 0;
-  EpochPosition first_position_;
+  ResumePoint start_;  ///< where the run starts: epoch 0, or a checkpoint's point (resume_run)
   std::vector<EpochMetrics> history_;
 };
 
@@ -107,7 +102,7 @@ void Trainer::setup() {
   for (const auto& n : backend_->notices()) log_.note(n);
   torch::manual_seed(options_.seed);
   data_ = std::make_unique<RunData>(options_, mpi_, *backend_, threads.threads, log_);
-  make_model();
+  model_ = make_run_model(options_, data_->loader->num_classes(), *backend_, log_);
   batchnorm_ = std::make_unique<BatchNormSync>(*model_, mpi_, backend_->device_comm(),
                                                options_.bn_mode == BnMode::kTrain);
   StepSettings settings = backend_->step_settings();
@@ -118,62 +113,25 @@ void Trainer::setup() {
   // the checkpoint of the last step completed on its own (stop_checkpoint.hpp).
   if (batchnorm_->varies_per_rank())
     settings.rank_state = [this] { return batchnorm_->rank_row(); };
+  const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
   OneCycleOptions so;
   so.max_lr = options_.max_lr;
-  so.total_steps = options_.epochs * data_->loader->steps_per_epoch(SplitKind::kTrain);
+  so.total_steps = options_.epochs * steps;
   step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
   stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
   const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
   evaluator_ = std::make_unique<Evaluator>(backend_->host_comm(), fold);
-  if (session_->resuming()) resume();
+  if (session_->resuming()) {
+    start_ = resume_run(*session_, data_->shape(options_, mpi_.size()), mpi_.size(), steps,
+                        *batchnorm_, *step_, board_, log_);
+    history_ = start_.history;
+  }
   if (fold) {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
   log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
   progress_ = std::make_unique<RunProgress>(progress_shape(options_, mpi_.size(), *data_, fold));
-}
-
-void Trainer::make_model() {
-  model_ = model::ResNet50d(data_->loader->num_classes());
-  if (!options_.pretrained.empty()) {
-    log_.note("notice: " + model::load_report_text(agree_on_usage([&] {
-                return model::load_state_dict(*model_, options_.pretrained);
-              })));
-  } else {
-    log_.note(
-        "warning: no --pretrained weights: the frozen backbone is randomly initialised; "
-        "data/fetch_weights.sh DIR fetches timm's, then --pretrained "
-        "DIR/resnet50d.ra2_in1k.safetensors");
-  }
-  model_->freeze_backbone();
-  model_->to_channels_last();
-  comm::broadcast_module(backend_->host_comm(), *model_, 0);
-  model_->to(backend_->device());
-}
-
-void Trainer::resume() {
-  std::string path;
-  const TrainingState state = session_->read_latest(data_->shape(options_, mpi_.size()), path);
-  const bool same_ranks = state.world_size == mpi_.size();
-  first_epoch_ = state.epoch;
-  first_position_ = state.position;
-  history_ = state.history;
-  // Another rank count splits an epoch into another number of steps: the schedule continues
-  // from the same epoch boundary of its new length (Adam keeps its count of updates made), and
-  // nothing is marked as redone.
-  const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
-  agree_on_usage([&] {
-    batchnorm_->restore(state, path);
-    step_->restore(state, same_ranks ? state.schedule_steps : first_epoch_ * steps, path);
-  });
-  board_.resumed(same_ranks ? std::optional(state.schedule_steps) : std::nullopt);
-  log_.note("resumed from " + path + " at epoch " + std::to_string(first_epoch_) + ", step " +
-            std::to_string(first_position_.step));
-  if (!same_ranks)
-    log_.note("notice: the checkpoint was written by " + std::to_string(state.world_size) +
-              " ranks, this run has " + std::to_string(mpi_.size()) +
-              ": the global batch and the steps per epoch change from here on");
 }
 
 bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
@@ -272,14 +230,12 @@ TrainResult Trainer::run() {
   apply_process_switches(switches_);
   const auto start = Clock::now();
   session_ = std::make_unique<RunSession>(options_, mpi_, log_);
-  stop_checkpoint_ = std::make_unique<StopCheckpoint>(
-      mpi_.rank() == 0
-          ? StopCheckpoint::Writer([this](const TrainingState& s) { return session_->save(s); })
-          : StopCheckpoint::Writer(),
-      options_.out);
+  StopCheckpoint::Writer writer;  // rank 0's: the other ranks keep no commits
+  if (mpi_.rank() == 0) writer = [this](const TrainingState& s) { return session_->save(s); };
+  stop_checkpoint_ = std::make_unique<StopCheckpoint>(writer, options_.out);
   setup();
   TrainResult result;
-  if (session_->resuming() && first_epoch_ == options_.epochs) {
+  if (session_->resuming() && start_.epoch == options_.epochs) {
     result.epochs = history_;
     result.final_model = session_->finish(history_, *model_, *data_->loader);
     return result;
@@ -287,13 +243,13 @@ TrainResult Trainer::run() {
   if (options_.overwrite) session_->remove_earlier_run();
   // What a stop before the first step writes (after --overwrite's removal, which would take it).
   if (session_->resuming())
-    stop_checkpoint_->commit_on_disk(first_epoch_, first_position_.step);
+    stop_checkpoint_->commit_on_disk(start_.epoch, start_.position.step);
   else
-    stop_checkpoint_->commit(first_epoch_, 0, [&] {
-      return state_after_step(first_epoch_, EpochPosition{}, at::Tensor());
+    stop_checkpoint_->commit(start_.epoch, 0, [&] {
+      return state_after_step(start_.epoch, EpochPosition{}, at::Tensor());
     });
-  EpochPosition position = first_position_;
-  for (int64_t epoch = first_epoch_; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
+  EpochPosition position = start_.position;
+  for (int64_t epoch = start_.epoch; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
     // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
     // resumed run trains no step of it and evaluates it.
     bool complete = train_epoch(epoch, position);

@@ -1,0 +1,66 @@
+#include "pets/train/run_start.hpp"
+
+#include <optional>
+#include <string>
+
+#include "pets/comm/communicator.hpp"
+#include "pets/comm/program.hpp"
+#include "pets/model/state_dict.hpp"
+#include "pets/train/backend.hpp"
+#include "pets/train/batchnorm_sync.hpp"
+#include "pets/train/run_session.hpp"
+#include "pets/train/tensorboard.hpp"
+#include "pets/train/train_step.hpp"
+#include "pets/train/training_state.hpp"
+#include "pets/util/log.hpp"
+
+namespace pets::train {
+
+model::ResNet50d make_run_model(const TrainOptions& options, std::int64_t num_classes,
+                                Backend& backend, RankLog& log) {
+  model::ResNet50d model(num_classes);
+  if (!options.pretrained.empty()) {
+    log.note("notice: " + model::load_report_text(agree_on_usage([&] {
+               return model::load_state_dict(*model, options.pretrained);
+             })));
+  } else {
+    log.note(
+        "warning: no --pretrained weights: the frozen backbone is randomly initialised; "
+        "data/fetch_weights.sh DIR fetches timm's, then --pretrained "
+        "DIR/resnet50d.ra2_in1k.safetensors");
+  }
+  model->freeze_backbone();
+  model->to_channels_last();
+  comm::broadcast_module(backend.host_comm(), *model, 0);
+  model->to(backend.device());
+  return model;
+}
+
+ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_size,
+                       std::int64_t steps_per_epoch, BatchNormSync& batchnorm, TrainStep& step,
+                       TensorBoardLog& board, RankLog& log) {
+  std::string path;
+  const TrainingState state = session.read_latest(shape, path);
+  const bool same_ranks = state.world_size == world_size;
+  ResumePoint point;
+  point.epoch = state.epoch;
+  point.position = state.position;
+  point.history = state.history;
+  // Another rank count splits an epoch into another number of steps: the schedule continues
+  // from the same epoch boundary of its new length (Adam keeps its count of updates made), and
+  // nothing is marked as redone.
+  agree_on_usage([&] {
+    batchnorm.restore(state, path);
+    step.restore(state, same_ranks ? state.schedule_steps : point.epoch * steps_per_epoch, path);
+  });
+  board.resumed(same_ranks ? std::optional(state.schedule_steps) : std::nullopt);
+  log.note("resumed from " + path + " at epoch " + std::to_string(point.epoch) + ", step " +
+           std::to_string(point.position.step));
+  if (!same_ranks)
+    log.note("notice: the checkpoint was written by " + std::to_string(state.world_size) +
+             " ranks, this run has " + std::to_string(world_size) +
+             ": the global batch and the steps per epoch change from here on");
+  return point;
+}
+
+}  // namespace pets::train
