@@ -16,7 +16,8 @@ if [ "${PETS_TEST_TORCH2:-1}" != 0 ]; then
   tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|layout_|build_|device_check_cpu_half)}"
   targets=(pets_train pets_preprocess pets_predict pets_synth pets_bench model_safetensors
            model_resnet50d model_parity model_parity_cuda train_onecycle test_comm_mpi train_step
-           train_evaluation train_batchnorm_sync train_batchnorm_cuda train_device_input)
+           train_evaluation train_batchnorm_sync train_batchnorm_cuda train_device_input
+           device_input_bench)
   start=$SECONDS
   torch_prefix=$("$PETS_ROOT/scripts/install_torch.sh")
   build2="$PETS_ROOT/build-torch2"

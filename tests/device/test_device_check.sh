@@ -13,7 +13,7 @@ enter_workdir "$3"
 unshare -m true 2>/dev/null || skip "no mount namespace here (unshare -m needs root)"
 for p in pets_train pets_preprocess pets_synth pets_bench tests/cuda/model_parity_cuda \
          tests/comm/test_comm_mpi tests/deviceinput/train_device_input \
-         tests/deviceinput/device_input_bench; do
+         tests/deviceinput/device_input_bench tests/cuda/train_batchnorm_cuda; do
   [[ -x "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build)"
 done
 
@@ -39,7 +39,7 @@ report="$work/out/device_check.json"
 for part in libraries small_set device_input_bench train_fp32_cpu harness_data harness_measure; do
   check_eq "$part" "$(status_of "$report" "$part")" passed
 done
-for part in parity_cuda nccl_one_rank device_input; do
+for part in parity_cuda nccl_one_rank device_input fused_batchnorm; do
   check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU (CPU cases passed)"
 done
 for part in gpu train_fp32 train_fp16 train_bf16 train_determinism train_determinism_bitwise; do
