@@ -20,9 +20,8 @@ model::ResNet50d make_run_model(const TrainOptions& options, std::int64_t num_cl
                                 Backend& backend, RankLog& log) {
   model::ResNet50d model(num_classes);
   if (!options.pretrained.empty()) {
-    log.note("notice: " + model::load_report_text(agree_on_usage([&] {
-               return model::load_state_dict(*model, options.pretrained);
-             })));
+    log.note("notice: " + model::load_report_text(agree_on_usage(
+                              [&] { return model::load_state_dict(*model, options.pretrained); })));
   } else {
     log.note(
         "warning: no --pretrained weights: the frozen backbone is randomly initialised; "
