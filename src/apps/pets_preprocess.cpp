@@ -61,8 +61,8 @@ int preprocess_main(int argc, char** argv) {
     // Same argv on every rank: every rank throws, as run_mpi_program requires.
     throw pets::UsageError(std::string("pets_preprocess: ") + pets::program_options_message(e));
   }
-  o.seed = pets::data::parse_unsigned(seed, "--seed");
-  o.max_pixels = pets::data::parse_unsigned(max_pixels, "--max-pixels");
+  o.seed = pets::unsigned_option(seed, "pets_preprocess: --seed");
+  o.max_pixels = pets::unsigned_option(max_pixels, "pets_preprocess: --max-pixels");
   o.max_memory = pets::data::parse_byte_size(max_memory, "--max-memory");
   const pets::data::PreprocessSummary s = pets::data::run_preprocess(o, MPI_COMM_WORLD);
   if (rank != 0) return 0;

@@ -27,11 +27,7 @@ int synth_main(int argc, char** argv) {
                                    "add the awkward files a real folder holds");
   po::variables_map vm;
   if (!pets::parse_command_line(argc, argv, desc, vm, "pets_synth")) return 0;  // --help
-  const std::optional<std::uint64_t> seed_value = pets::unsigned_number(seed);
-  if (!seed_value)
-    throw pets::UsageError("pets_synth: --seed must be an integer in 0 .. 2^64-1, got '" + seed +
-                           "'");
-  o.seed = *seed_value;
+  o.seed = pets::unsigned_option(seed, "pets_synth: --seed");
   const std::int64_t n = pets::testdata::write_synthetic_dataset(o);
   std::cout << "pets_synth: wrote " << n << " files to " << o.out_dir << "\n";
   return 0;

@@ -507,17 +507,6 @@ std::string skip_reasons_text(const std::vector<NameReason>& skipped) {
   return text + (order.empty() ? "" : ")");
 }
 
-std::uint64_t parse_unsigned(const std::string& text, const std::string& option) {
-  std::uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  // from_chars refuses a sign, so "-1" cannot wrap around.
-  if (text.empty() || ec != std::errc() || ptr != end)
-    throw UsageError("pets_preprocess: " + option + " must be an integer in 0 .. 2^64-1, got '" +
-                     text + "'");
-  return value;
-}
-
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option) {
   std::string digits = text;
   unsigned shift = 0;

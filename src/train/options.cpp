@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -209,16 +208,6 @@ Enum parse_enum(const po::variables_map& vm, const char* name, const Enum (&valu
   usage("--" + std::string(name) + " must be one of " + choices + ", got '" + text + "'");
 }
 
-std::uint64_t parse_seed(const std::string& text) {
-  std::uint64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  // from_chars refuses a sign, so "-1" cannot wrap around as lexical_cast<uint64_t> would.
-  if (text.empty() || ec != std::errc() || ptr != end)
-    usage("--seed must be an integer in 0 .. 2^64-1, got '" + text + "'");
-  return value;
-}
-
 /// --resume's value; a config file's `resume = true|false` (written as a flag before) too.
 ResumeMode parse_resume(const std::string& text) {
   if (text == "no" || text == "false" || text == "off" || text == "0") return ResumeMode::kNo;
@@ -241,7 +230,7 @@ TrainOptions to_options(const po::variables_map& vm) {
     usage("--max-lr must be a positive number, got " + format_number(o.max_lr));
   o.mixed_precision = parse_enum(
       vm, "mixed-precision", {MixedPrecision::kNo, MixedPrecision::kBf16, MixedPrecision::kFp16});
-  o.seed = parse_seed(vm["seed"].as<std::string>());
+  o.seed = unsigned_option(vm["seed"].as<std::string>(), "--seed");
   if (vm.count("pretrained")) o.pretrained = vm["pretrained"].as<std::string>();
   o.bn_mode = parse_enum(vm, "bn-mode", {BnMode::kTrain, BnMode::kEval});
   o.device =

@@ -98,6 +98,12 @@ std::optional<std::uint64_t> unsigned_number(const std::string& text) {
   return value;
 }
 
+std::uint64_t unsigned_option(const std::string& text, const std::string& option) {
+  const std::optional<std::uint64_t> value = unsigned_number(text);
+  if (!value) throw UsageError(option + " must be an integer in 0 .. 2^64-1, got '" + text + "'");
+  return *value;
+}
+
 int command_line_style() {
   namespace style = boost::program_options::command_line_style;
   return style::default_style & ~style::allow_guessing;

@@ -118,15 +118,11 @@ TEST(SkipReasons, CountedByKindMostFrequentFirst) {
   EXPECT_EQ(skip_reasons_text({{"x", "empty file"}}), "1 entry skipped (1 empty file)");
 }
 
-TEST(PreprocessOptionText, ByteSizesAndUnsignedNumbers) {
+TEST(PreprocessOptionText, ByteSizes) {
   EXPECT_EQ(parse_byte_size("1G", "--max-memory"), std::uint64_t{1} << 30);
   EXPECT_EQ(parse_byte_size("512m", "--max-memory"), std::uint64_t{512} << 20);
   EXPECT_EQ(parse_byte_size("64K", "--max-memory"), std::uint64_t{64} << 10);
   EXPECT_EQ(parse_byte_size("12345", "--max-memory"), 12345u);
   for (const char* bad : {"", "0", "0G", "-1", "1T", "G", "1.5G", "99999999999G", " 1"})
     EXPECT_THROW(parse_byte_size(bad, "--max-memory"), pets::UsageError) << bad;
-  EXPECT_EQ(parse_unsigned("18446744073709551615", "--seed"), ~std::uint64_t{0});
-  EXPECT_EQ(parse_unsigned("0", "--seed"), 0u);
-  for (const char* bad : {"", "-1", "+1", "1x", "18446744073709551616", "0x10"})
-    EXPECT_THROW(parse_unsigned(bad, "--seed"), pets::UsageError) << bad;
 }

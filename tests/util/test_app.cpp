@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "pets/util/app.hpp"
+#include "pets/util/error.hpp"
 
 namespace {
 
@@ -131,3 +134,20 @@ TEST_F(SlurmEnvironment, OutsideAStepOrWithOneTaskNothingIsWrong) {
 }
 
 }  // namespace
+
+TEST(UnsignedOption, TakesEveryUnsignedValueAndNamesTheOptionOtherwise) {
+  EXPECT_EQ(pets::unsigned_option("18446744073709551615", "--seed"), ~std::uint64_t{0});
+  EXPECT_EQ(pets::unsigned_option("0", "--seed"), 0u);
+  EXPECT_EQ(pets::unsigned_number("7"), std::optional<std::uint64_t>(7));
+  for (const char* bad : {"", "-1", "+1", "1x", "18446744073709551616", "0x10", " 1"}) {
+    EXPECT_FALSE(pets::unsigned_number(bad).has_value()) << bad;
+    try {
+      pets::unsigned_option(bad, "pets_synth: --seed");
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const pets::UsageError& e) {
+      EXPECT_EQ(
+          std::string(e.what()),
+          std::string("pets_synth: --seed must be an integer in 0 .. 2^64-1, got '") + bad + "'");
+    }
+  }
+}

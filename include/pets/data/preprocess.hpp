@@ -81,10 +81,6 @@ std::string skip_reasons_text(const std::vector<NameReason>& skipped);
 /// 0 and for values that overflow.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option);
 
-/// An unsigned decimal integer; a sign ("-1"), other characters or overflow throw
-/// pets::UsageError naming `option` (Boost would wrap "-1" around to 2^64-1).
-std::uint64_t parse_unsigned(const std::string& text, const std::string& option);
-
 /// This process's peak resident memory (VmHWM of /proc/self/status) in bytes; 0 when unknown.
 std::uint64_t peak_resident_bytes();
 

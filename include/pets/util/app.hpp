@@ -38,6 +38,11 @@ int run_program(int argc, char** argv, const std::function<int(int, char**)>& bo
 /// 2^64-1. Read unsigned options as text and give them to this.
 std::optional<std::uint64_t> unsigned_number(const std::string& text);
 
+/// unsigned_number(text), or pets::UsageError "<option> must be an integer in 0 .. 2^64-1, got
+/// '<text>'" for anything else. `option` names the option as the message should ("--seed", or
+/// "pets_synth: --seed" where the program names itself in its messages).
+std::uint64_t unsigned_option(const std::string& text, const std::string& option);
+
 /// The message of a Boost.Program_options error, for any user input. Use it instead of
 /// e.what(): Boost 1.74's what() never returns when a value holds the placeholder it stands
 /// in for (`--batch-size %value%`, an unknown option `--x%canonical_option%`), because it
