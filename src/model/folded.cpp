@@ -31,10 +31,10 @@ FoldedBackbone::Conv fold(const nn::Conv2dImpl& conv, const nn::BatchNorm2dImpl&
 }
 
 const nn::Conv2dImpl& as_conv(const nn::Sequential& s, std::size_t i) {
-  return *s->ptr(i)->as<nn::Conv2d>();
+  return module_at<nn::Conv2dImpl>(s, i);
 }
 const nn::BatchNorm2dImpl& as_bn(const nn::Sequential& s, std::size_t i) {
-  return *s->ptr(i)->as<nn::BatchNorm2d>();
+  return module_at<nn::BatchNorm2dImpl>(s, i);
 }
 
 }  // namespace

@@ -9,17 +9,6 @@
 namespace pets::train {
 namespace nn = torch::nn;
 
-namespace {
-
-template <class M>
-M& child(const nn::Sequential& s, std::size_t i) {
-  auto* m = s->ptr(i)->as<M>();
-  PETS_CHECK(m != nullptr, "the backbone's layout is not ResNet-50d's");
-  return *m;
-}
-
-}  // namespace
-
 NormAfterConv plain_norm_after_conv() {
   return [](nn::BatchNorm2dImpl& bn, const at::Tensor& x, const at::Tensor& residual, bool relu) {
     at::Tensor y = bn.forward(x);
@@ -48,11 +37,11 @@ at::Tensor train_mode_features(model::ResNet50dImpl& model, const at::Tensor& im
   const at::Tensor none;
   const nn::Sequential& stem = model.conv1;
   // The deep stem: conv-BN-ReLU, conv-BN-ReLU, conv, then bn1 and ReLU (resnet50d.cpp).
-  at::Tensor x = norm(child<nn::BatchNorm2dImpl>(stem, 1),
-                      child<nn::Conv2dImpl>(stem, 0).forward(images), none, true);
-  x = norm(child<nn::BatchNorm2dImpl>(stem, 4), child<nn::Conv2dImpl>(stem, 3).forward(x), none,
-           true);
-  x = norm(*model.bn1, child<nn::Conv2dImpl>(stem, 6).forward(x), none, true);
+  at::Tensor x = norm(model::module_at<nn::BatchNorm2dImpl>(stem, 1),
+                      model::module_at<nn::Conv2dImpl>(stem, 0).forward(images), none, true);
+  x = norm(model::module_at<nn::BatchNorm2dImpl>(stem, 4),
+           model::module_at<nn::Conv2dImpl>(stem, 3).forward(x), none, true);
+  x = norm(*model.bn1, model::module_at<nn::Conv2dImpl>(stem, 6).forward(x), none, true);
   x = torch::max_pool2d(x, 3, 2, 1);
   for (const auto* layer : {&model.layer1, &model.layer2, &model.layer3, &model.layer4}) {
     for (const auto& module : (*layer)->children()) {
@@ -62,10 +51,11 @@ at::Tensor train_mode_features(model::ResNet50dImpl& model, const at::Tensor& im
       at::Tensor shortcut = x;
       if (b->downsample) {
         shortcut = b->downsample->ptr(0)->as<nn::AvgPool2dImpl>()
-                       ? child<nn::AvgPool2dImpl>(b->downsample, 0).forward(x)
+                       ? model::module_at<nn::AvgPool2dImpl>(b->downsample, 0).forward(x)
                        : x;
-        shortcut = norm(child<nn::BatchNorm2dImpl>(b->downsample, 2),
-                        child<nn::Conv2dImpl>(b->downsample, 1).forward(shortcut), none, false);
+        shortcut =
+            norm(model::module_at<nn::BatchNorm2dImpl>(b->downsample, 2),
+                 model::module_at<nn::Conv2dImpl>(b->downsample, 1).forward(shortcut), none, false);
       }
       at::Tensor y = norm(*b->bn1, b->conv1->forward(x), none, true);
       y = norm(*b->bn2, b->conv2->forward(y), none, true);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_test_util.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/cuda_parts.hpp"
@@ -42,16 +43,7 @@ void set_buffers(ResNet50d& model, const std::vector<torch::Tensor>& values) {
 ResNet50d train_mode_model(const torch::Device& device) {
   torch::manual_seed(5);
   ResNet50d model(37);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& m : model->modules(false))
-      if (auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
-        bn->weight.uniform_(0.5, 1.5);
-        bn->bias.uniform_(-0.2, 0.2);
-        bn->running_mean.uniform_(-0.1, 0.1);
-        bn->running_var.uniform_(0.8, 1.2);
-      }
-  }
+  pets::test::spread_batchnorms(*model, 0.1, 0.8, 1.2);
   model->freeze_backbone();
   model->to(device);
   model->to_channels_last();

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fixture_dir.hpp"
+#include "model/model_test_util.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/model/state_dict.hpp"
@@ -89,16 +90,7 @@ TEST(ResNet50d, TimmInitZeroesLastBnOfEachBlock) {
 TEST(FoldedBackbone, EqualsTheEvalModeModel) {
   torch::manual_seed(3);
   ResNet50d model(5);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& m : model->modules(false))
-      if (auto* bn = m->as<torch::nn::BatchNorm2d>()) {
-        bn->weight.uniform_(0.5, 1.5);
-        bn->bias.uniform_(-0.2, 0.2);
-        bn->running_mean.uniform_(-0.3, 0.3);
-        bn->running_var.uniform_(0.5, 2.0);
-      }
-  }
+  pets::test::spread_batchnorms(*model, 0.3, 0.5, 2.0);
   model->eval();
   model->to_channels_last();
   const auto x = torch::randn({2, 3, 97, 65}).contiguous(torch::MemoryFormat::ChannelsLast);

@@ -5,6 +5,10 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
+
+#include "pets/util/error.hpp"
+
 namespace pets::model {
 
 /// timm's Bottleneck: 1x1 -> 3x3 (carries the stride) -> 1x1 (x4 channels), BN after each.
@@ -51,6 +55,15 @@ struct ResNet50dImpl : torch::nn::Module {
   int64_t num_classes_;
 };
 TORCH_MODULE(ResNet50d);
+
+/// Module `i` of `s` (the deep stem `conv1` or a Bottleneck's `downsample`, laid out as above) as
+/// an M, for code that walks the backbone layer by layer. Throws pets::Error when it is not one.
+template <class M>
+M& module_at(const torch::nn::Sequential& s, std::size_t i) {
+  auto* m = s->ptr(i)->as<M>();
+  PETS_CHECK(m != nullptr, "the backbone's layout is not ResNet-50d's");
+  return *m;
+}
 
 /// timm's initialisation: Kaiming-normal (fan_out, ReLU) convolutions, BN weight 1 / bias 0,
 /// the last BN of every bottleneck zeroed (zero_init_last), PyTorch's default Linear init.
