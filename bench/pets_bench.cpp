@@ -611,7 +611,10 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
       {"np1_bf16_deterministic", {1, true, "--mixed-precision bf16 --deterministic"}},
       // LibTorch's BatchNorm, ReLU and add instead of the fused kernel, to compare with.
       {"np1_bf16_native_bn", {1, true, "--mixed-precision bf16", "PETS_NATIVE_BATCHNORM=1"}},
-      {"np1_fp16_native_bn", {1, true, "--mixed-precision fp16", "PETS_NATIVE_BATCHNORM=1"}}};
+      {"np1_fp16_native_bn", {1, true, "--mixed-precision fp16", "PETS_NATIVE_BATCHNORM=1"}},
+      // LibTorch's convolution, add and ReLU instead of cuDNN's fused convolution.
+      {"np1_bf16_bn_eval_native_conv",
+       {1, true, "--mixed-precision bf16 --bn-mode eval", "PETS_NATIVE_CONV=1"}}};
   return kinds;
 }
 
@@ -820,7 +823,7 @@ po::options_description options_of(Config& c, std::string& loader_sweep, std::st
       "e2e-runs", text(c.e2e_runs),
       "pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1 np1_bf16 np1_fp16 "
       "np1_bf16_bn_eval np1_bf16_loader8 np1_bf16_loader15 np1_bf16_deterministic "
-      "np1_bf16_native_bn np1_fp16_native_bn (empty: np2, "
+      "np1_bf16_native_bn np1_fp16_native_bn np1_bf16_bn_eval_native_conv (empty: np2, "
       "np2_bn_eval, np1_threads2)")("e2e-args", text(c.e2e_args),
                                     "added to every pets_train run, e.g. '--device cuda'")(
       "preprocess-np", count(c.preprocess_np), "ranks of pets_preprocess for the synthesised set")(

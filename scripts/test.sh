@@ -13,10 +13,11 @@ if [ "${PETS_TEST_TORCH2:-1}" != 0 ]; then
   # Model, parity (CPU and CUDA), OneCycle, communicator, training step and loop, layers, the
   # builds themselves, and bench/device_check.sh's CPU half (its programs packed and run with
   # Debian's copies of the libraries hidden).
-  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|layout_|build_|device_check_cpu_half)}"
+  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|train_folded_conv_cuda|layout_|build_|device_check_cpu_half)}"
   targets=(pets_train pets_preprocess pets_predict pets_synth pets_bench model_safetensors
            model_resnet50d model_parity model_parity_cuda train_onecycle test_comm_mpi train_step
-           train_evaluation train_batchnorm_sync train_batchnorm_cuda train_device_input
+           train_evaluation train_batchnorm_sync train_batchnorm_cuda train_folded_conv_cuda
+           train_device_input
            device_input_bench)
   start=$SECONDS
   torch_prefix=$("$PETS_ROOT/scripts/install_torch.sh")

@@ -67,11 +67,21 @@ FoldedBackbone::FoldedBackbone(const ResNet50dImpl& model) {
   }
 }
 
-at::Tensor FoldedBackbone::forward_features(const at::Tensor& input) const {
+at::Tensor FoldedBackbone::plain_conv(const Conv& conv, const at::Tensor& x,
+                                      const at::Tensor& residual, bool relu) {
+  at::Tensor y = conv(x);
+  if (residual.defined()) y.add_(residual);
+  if (relu) y.relu_();
+  return y;
+}
+
+at::Tensor FoldedBackbone::forward_features(const at::Tensor& input, const ConvRun& run) const {
   torch::NoGradGuard no_grad;
-  torch::Tensor x = stem_[0](input).relu_();
-  x = stem_[1](x).relu_();
-  x = stem_[2](x).relu_();
+  const ConvRun& conv = run ? run : ConvRun(plain_conv);
+  const torch::Tensor none;
+  torch::Tensor x = conv(stem_[0], input, none, true);
+  x = conv(stem_[1], x, none, true);
+  x = conv(stem_[2], x, none, true);
   x = torch::max_pool2d(x, 3, 2, 1);
   for (const Block& b : blocks_) {
     torch::Tensor shortcut = x;
@@ -79,11 +89,11 @@ at::Tensor FoldedBackbone::forward_features(const at::Tensor& input) const {
       if (b.shortcut_stride > 1)
         shortcut = torch::avg_pool2d(shortcut, 2, b.shortcut_stride, 0, /*ceil_mode=*/true,
                                      /*count_include_pad=*/false);
-      shortcut = b.shortcut(shortcut);
+      shortcut = conv(b.shortcut, shortcut, none, false);
     }
-    torch::Tensor y = b.conv1(x).relu_();
-    y = b.conv2(y).relu_();
-    x = b.conv3(y).add_(shortcut).relu_();
+    torch::Tensor y = conv(b.conv1, x, none, true);
+    y = conv(b.conv2, y, none, true);
+    x = conv(b.conv3, y, shortcut, true);
   }
   return x.mean({2, 3});
 }

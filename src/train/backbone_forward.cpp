@@ -5,6 +5,7 @@
 #include "pets/compat/torch.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
+#include "pets/train/cuda_parts.hpp"
 
 namespace pets::train {
 namespace {
@@ -29,12 +30,24 @@ class AutocastScope {
 
 }  // namespace
 
+model::FoldedBackbone::ConvRun fused_folded_conv(const CudaParts& cuda,
+                                                 std::optional<c10::ScalarType> autocast) {
+  using model::FoldedBackbone;
+  return [&cuda, autocast](const FoldedBackbone::Conv& conv, const at::Tensor& x,
+                           const at::Tensor& residual, bool relu) {
+    if (!relu) return FoldedBackbone::plain_conv(conv, x, residual, relu);
+    const c10::ScalarType type = autocast.value_or(x.scalar_type());
+    return cuda.conv_bias_relu(x.to(type), conv.weight.to(type), conv.bias.to(type), conv.stride,
+                               conv.padding, residual.defined() ? residual.to(type) : residual);
+  };
+}
+
 at::Tensor BackboneForward::operator()(model::ResNet50dImpl& model,
                                        const model::FoldedBackbone* folded,
                                        const at::Tensor& images) const {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(autocast_, images.device());
-  if (folded) return folded->forward_features(images).to(torch::kFloat32);
+  if (folded) return folded->forward_features(images, folded_conv_).to(torch::kFloat32);
   if (train_norm_ && images.is_cuda() && model.is_training())
     return train_mode_features(model, images, train_norm_).to(torch::kFloat32);
   return model.forward_features(images).to(torch::kFloat32);

@@ -88,8 +88,11 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
     const CudaParts* cuda = cuda_parts();
     PETS_CHECK(cuda != nullptr, "a CUDA device in a build without CUDA");
     device_comm_ = cuda->device_comm(mpi, device_.index());
-    if (!switches.native_batchnorm)
-      forward_ = BackboneForward(forward_.autocast(), fused_norm_after_conv(*cuda));
+    forward_ =
+        BackboneForward(forward_.autocast(),
+                        switches.native_batchnorm ? NormAfterConv{} : fused_norm_after_conv(*cuda),
+                        switches.native_conv ? model::FoldedBackbone::ConvRun{}
+                                             : fused_folded_conv(*cuda, forward_.autocast()));
   }
   device_input_ = use_device_input(options.input, device_);
 }
@@ -130,6 +133,11 @@ std::vector<std::string> Backend::notices() const {
     out.push_back(
         "BatchNorm in train mode: one fused kernel each (with its ReLU and residual "
         "add) on " +
+        device_.str());
+  if (device_.is_cuda() && forward_.fused_folded_conv())
+    out.push_back(
+        "folded BatchNorm (--bn-mode eval, evaluation): cuDNN's fused convolution, "
+        "bias, add and ReLU on " +
         device_.str());
   if (device_.is_cuda())
     out.push_back("device: " + device_.str() + " on rank 0 (collectives: " +

@@ -23,6 +23,7 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.verify_ranks = lookup("PETS_VERIFY_RANKS") != nullptr;
   s.default_malloc = lookup("PETS_DEFAULT_MALLOC") != nullptr;
   s.native_batchnorm = lookup("PETS_NATIVE_BATCHNORM") != nullptr;
+  s.native_conv = lookup("PETS_NATIVE_CONV") != nullptr;
   if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
   if (const char* spec = lookup("PETS_PAUSE_STEP")) s.pause_step = parse_step_pause(spec);
   if (const char* seconds = lookup("PETS_PAUSE_EVAL")) {

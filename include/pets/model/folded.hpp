@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 namespace pets::model {
@@ -23,13 +24,22 @@ class FoldedBackbone {
     at::Tensor operator()(const at::Tensor& x) const;
   };
 
+  /// How a folded convolution runs with what follows it in the backbone: `conv(x)`, then
+  /// `residual` added when it is defined, then ReLU when `relu`. plain_conv is LibTorch's
+  /// separate operations; a device may fuse them (the backend's choice, backbone_forward.hpp).
+  using ConvRun = std::function<at::Tensor(const Conv& conv, const at::Tensor& x,
+                                           const at::Tensor& residual, bool relu)>;
+  static at::Tensor plain_conv(const Conv& conv, const at::Tensor& x, const at::Tensor& residual,
+                               bool relu);
+
   /// Folds `model`'s current weights and running statistics (the model itself is unchanged; fold
   /// again after they change).
   explicit FoldedBackbone(const ResNet50dImpl& model);
 
   /// The 2048-d pooled features, as ResNet50dImpl::forward_features in eval mode. No autograd:
   /// the folded weights are constants. Takes channels-last input, like the model.
-  at::Tensor forward_features(const at::Tensor& x) const;
+  /// Each convolution runs through `run` (empty: plain_conv).
+  at::Tensor forward_features(const at::Tensor& x, const ConvRun& run = {}) const;
 
  private:
   struct Block {

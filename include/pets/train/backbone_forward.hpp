@@ -10,14 +10,23 @@
 #include <optional>
 #include <utility>
 
+#include "pets/model/folded.hpp"
 #include "pets/train/train_mode_forward.hpp"
 
 namespace pets::model {
 struct ResNet50dImpl;
-class FoldedBackbone;
 }  // namespace pets::model
 
 namespace pets::train {
+
+class CudaParts;
+
+/// The folded backbone's convolutions on CUDA through cuDNN's fused convolution + bias (+ add) +
+/// ReLU (CudaParts::conv_bias_relu), in `autocast`'s type when given (weights, bias and the first
+/// input cast as autocast casts them for a convolution), else in the input's; the one
+/// convolution without a ReLU (each downsample's) runs as FoldedBackbone::plain_conv.
+model::FoldedBackbone::ConvRun fused_folded_conv(const CudaParts& cuda,
+                                                 std::optional<c10::ScalarType> autocast);
 
 class BackboneForward {
  public:
@@ -26,12 +35,19 @@ class BackboneForward {
   /// `train_norm`: how a backbone in train mode runs its BatchNorms on CUDA images
   /// (train_mode_forward.hpp); empty, or on the CPU, the model's own forward.
   BackboneForward() = default;
-  explicit BackboneForward(std::optional<c10::ScalarType> autocast, NormAfterConv train_norm = {})
-      : autocast_(autocast), train_norm_(std::move(train_norm)) {}
+  /// `folded_conv`: how the folded backbone runs its convolutions (FoldedBackbone::ConvRun);
+  /// empty, LibTorch's separate operations.
+  explicit BackboneForward(std::optional<c10::ScalarType> autocast, NormAfterConv train_norm = {},
+                           model::FoldedBackbone::ConvRun folded_conv = {})
+      : autocast_(autocast),
+        train_norm_(std::move(train_norm)),
+        folded_conv_(std::move(folded_conv)) {}
 
   std::optional<c10::ScalarType> autocast() const { return autocast_; }
   /// Whether a backbone in train mode on a CUDA device runs its own BatchNorm kernels.
   bool fused_train_norm() const { return static_cast<bool>(train_norm_); }
+  /// Whether the folded backbone runs fused convolutions.
+  bool fused_folded_conv() const { return static_cast<bool>(folded_conv_); }
 
   /// The backbone's pooled features of channels-last `images` as fp32, through `folded`
   /// (BatchNorm folded in) when given, else through `model` in its current mode.
@@ -41,6 +57,7 @@ class BackboneForward {
  private:
   std::optional<c10::ScalarType> autocast_;
   NormAfterConv train_norm_;
+  model::FoldedBackbone::ConvRun folded_conv_;
 };
 
 }  // namespace pets::train

@@ -10,6 +10,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,6 +75,15 @@ class CudaParts {
                                       const at::Tensor& bias, const at::Tensor& running_mean,
                                       const at::Tensor& running_var, double momentum, double eps,
                                       const at::Tensor& residual, bool relu) const = 0;
+  /// ReLU(conv(x, weight) + bias [+ residual]) by cuDNN's fused convolution
+  /// (at::cudnn_convolution_relu, or at::cudnn_convolution_add_relu when `residual` is defined):
+  /// one pass over the output instead of three, the sums kept in float until the one rounding to
+  /// x's type. Square kernel, `stride` and `padding` on both sides, no dilation, one group. x,
+  /// weight, bias (and residual) on one CUDA device, of one type. Throws pets::Error on arguments
+  /// it does not take, c10::Error where cuDNN has no fused engine for them.
+  virtual at::Tensor conv_bias_relu(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& bias, std::int64_t stride,
+                                    std::int64_t padding, const at::Tensor& residual) const = 0;
 };
 
 /// The CUDA parts of this build, or null when it has none (a CPU LibTorch).

@@ -46,6 +46,9 @@ struct DebugSwitches {
   /// PETS_NATIVE_BATCHNORM: on CUDA, a backbone in train mode runs LibTorch's BatchNorm, ReLU and
   /// add rather than the fused kernel (train_mode_forward.hpp), to compare against.
   bool native_batchnorm = false;
+  /// PETS_NATIVE_CONV: on CUDA, the folded backbone runs LibTorch's convolution, add and ReLU
+  /// rather than cuDNN's fused convolution (fused_folded_conv, backbone_forward.hpp).
+  bool native_conv = false;
   std::optional<WritePause> pause_write;  ///< PETS_PAUSE_WRITE (unset or malformed: none)
   /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.

@@ -18,6 +18,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "batchnorm_kernel.hpp"
 #include "pets/comm/communicator.hpp"
@@ -223,6 +224,25 @@ class Parts final : public CudaParts {
     PETS_CHECK(error == cudaSuccess, std::string("batch_norm_train: a kernel's launch failed: ") +
                                          cudaGetErrorString(error));
     return out;
+  }
+
+  at::Tensor conv_bias_relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            std::int64_t stride, std::int64_t padding,
+                            const at::Tensor& residual) const override {
+    PETS_CHECK(x.is_cuda() && x.dim() == 4 && weight.dim() == 4 && bias.dim() == 1,
+               "conv_bias_relu: expected a 4-d input on a CUDA device, a 4-d weight and a bias");
+    for (const at::Tensor* t : {&weight, &bias, &residual})
+      PETS_CHECK(
+          !t->defined() || (t->device() == x.device() && t->scalar_type() == x.scalar_type()),
+          "conv_bias_relu: the input, weight, bias and residual must share one type and "
+          "device");
+    const c10::cuda::CUDAGuard guard(x.device());
+    const std::vector<std::int64_t> strides{stride, stride}, paddings{padding, padding},
+        dilation{1, 1};
+    if (residual.defined())
+      return at::cudnn_convolution_add_relu(x, weight, residual, at::Scalar(1.0), bias, strides,
+                                            paddings, dilation, 1);
+    return at::cudnn_convolution_relu(x, weight, bias, strides, paddings, dilation, 1);
   }
 };
 
