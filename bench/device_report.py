@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The device check's one JSON report, from the parts bench/device_check.sh wrote (one JSON file
+"""The device check's one JSON report, from the parts bench/device_check.py wrote (one JSON file
 each: name, status, seconds, figures, log tail), with the GPU targets read from those figures:
 
   e2e_*          pets_train end to end (np1_bf16, batch 128, train-mode BN): every epoch after the

@@ -14,7 +14,7 @@
 ///      the runs --e2e-runs names), read from the metrics.jsonl it writes.
 /// --device cuda runs sections 1 and 3 on the GPU (cuDNN convolution, fp32/bf16/fp16; the fp16
 /// step with loss scaling) and passes --e2e-args (e.g. "--device cuda") to every pets_train run;
-/// bench/device_check.sh runs it so on a lent GPU.
+/// bench/device_check.sh runs it so on a GPU node.
 /// It writes one JSON report (--report FILE and stdout) and a short table (stderr).
 /// `pets_bench --check FILE` validates a report: every section present, every number positive.
 ///
