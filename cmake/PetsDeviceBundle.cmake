@@ -12,7 +12,8 @@
 # nvidia/ packages: the node's torch brings those), lib/openmpi and lib/pmix (Open MPI's and PMIx's
 # components), share/ and etc/ (their help texts and settings), device_manifest.json and MANIFEST
 # (what was built from what). cmake/PetsDeviceInstall.cmake does the libraries and Open MPI part.
-# The target pets_device_bundle builds everything the component installs.
+# The target pets_device_bundle builds everything the component installs. The component is left
+# out of a plain `cmake --install` (EXCLUDE_FROM_ALL): only --component device installs it.
 
 # The programs the device check runs besides the step tests.
 set(PETS_DEVICE_PROGRAMS pets_train pets_preprocess pets_synth pets_bench device_input_bench)
@@ -81,10 +82,11 @@ list(REMOVE_DUPLICATES step_tests)
 set(bundle_targets ${PETS_DEVICE_PROGRAMS} ${step_tests})
 add_custom_target(pets_device_bundle DEPENDS ${bundle_targets} pets_device_curl pets_device_crypto)
 
-install(TARGETS ${bundle_targets} RUNTIME DESTINATION bin COMPONENT device)
+install(TARGETS ${bundle_targets} RUNTIME DESTINATION bin COMPONENT device EXCLUDE_FROM_ALL)
 install(TARGETS pets_device_curl pets_device_crypto LIBRARY DESTINATION lib NAMELINK_SKIP
-        COMPONENT device)
-install(FILES ${PROJECT_BINARY_DIR}/device_manifest.json DESTINATION . COMPONENT device)
+        COMPONENT device EXCLUDE_FROM_ALL)
+install(FILES ${PROJECT_BINARY_DIR}/device_manifest.json DESTINATION . COMPONENT device
+        EXCLUDE_FROM_ALL)
 
 # Open MPI's launcher and daemon (a singleton MPI_Init forks orted too), its components, help texts
 # and settings, and PMIx's: found beside the MPI this build uses (Debian's layout by default).
@@ -125,4 +127,4 @@ set(PETS_OMPI_PARAMS [[${PETS_DEVICE_OMPI_PARAMS}]])
 set(PETS_STRIP [[${CMAKE_STRIP}]])
 include([[${PROJECT_SOURCE_DIR}/cmake/PetsDeviceInstall.cmake]])
 ")
-install(SCRIPT ${PROJECT_BINARY_DIR}/device_install.cmake COMPONENT device)
+install(SCRIPT ${PROJECT_BINARY_DIR}/device_install.cmake COMPONENT device EXCLUDE_FROM_ALL)
