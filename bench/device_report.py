@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The device check's one JSON report, from the parts bench/device_check.sh wrote (one JSON file
+"""The device check's one JSON report, from the parts bench/device_check.py wrote (one JSON file
 each: name, status, seconds, figures, log tail), with the GPU targets read from those figures:
 
   e2e_*          pets_train end to end (np1_bf16, batch 128, train-mode BN): every epoch after the
@@ -16,6 +16,8 @@ each: name, status, seconds, figures, log tail), with the GPU targets read from 
                  against --loader-threads 8 and 15, where those runs exist
   fused_batchnorm_* the steady training rate with the fused train-mode BatchNorm kernel (np1_bf16,
                  np1_fp16) over LibTorch's BatchNorm, ReLU and add (PETS_NATIVE_BATCHNORM=1)
+  fused_conv_*   the steady training rate of the folded backbone (np1_bf16_bn_eval) with cuDNN's
+                 fused convolution + bias (+ add) + ReLU over LibTorch's (PETS_NATIVE_CONV=1)
 
 A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
 
@@ -107,6 +109,11 @@ def targets_of(by):
         if len(fused) >= 2 and len(native) >= 2 and None not in fused + native:
             t["fused_batchnorm_%s_steady_over_native" % precision] = (
                 statistics.median(fused[1:]) / statistics.median(native[1:]))
+    fused, _ = epoch_figures(runs.get("np1_bf16_bn_eval"))
+    native, _ = epoch_figures(runs.get("np1_bf16_bn_eval_native_conv"))
+    if len(fused) >= 2 and len(native) >= 2 and None not in fused + native:
+        t["fused_conv_bf16_bn_eval_steady_over_native"] = (
+            statistics.median(fused[1:]) / statistics.median(native[1:]))
     prep = get(by, "harness_data", "figures", "preprocess_seconds")
     train_wall = get(runs, "np1_bf16", "wall_seconds")
     tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")

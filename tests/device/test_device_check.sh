@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# bench/device_check.sh without a GPU: `prepare` packs this CUDA build's programs with the
-# libraries they need (no rebuild), `local` runs the device part with Debian's Open MPI, PMIx,
-# HDF5 and CUDA folders and the bundled libraries' system copies hidden. Checked: exit 0, the
-# report's parts (CUDA ones "skipped: no GPU", never "passed"; the CPU ones passed), the targets
-# not claimed; then a bundle without libhdf5 must fail (exit 1, `libraries` failed, the programs
-# that read a store failed).
+# bench/device_check.sh without a GPU: `prepare` packs this CUDA build's install component
+# `device` (programs, the `cuda` tests, the libraries they need; no rebuild), `local` runs the
+# device part with Debian's Open MPI, PMIx, HDF5 and CUDA folders and the bundled libraries' system
+# copies hidden. Checked: exit 0, the bundle's contents against its device_manifest.json, the
+# report's parts (every manifest step's CPU cases passed and its GPU cases "skipped: no GPU",
+# never "passed"; the CPU harness parts passed), the targets not claimed; then a bundle without
+# libhdf5 must fail (exit 1, `libraries` failed, the programs that read a store failed).
 # Arguments: SOURCE_DIR BUILD_DIR (build-torch2/) WORK_DIR.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 src="$1" build="$2"
@@ -13,8 +14,9 @@ enter_workdir "$3"
 unshare -m true 2>/dev/null || skip "no mount namespace here (unshare -m needs root)"
 for p in pets_train pets_preprocess pets_synth pets_bench tests/cuda/model_parity_cuda \
          tests/comm/test_comm_mpi tests/deviceinput/train_device_input \
-         tests/deviceinput/device_input_bench tests/cuda/train_batchnorm_cuda; do
-  [[ -x "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build)"
+         tests/deviceinput/device_input_bench tests/cuda/train_batchnorm_cuda \
+         device_stubs/libcurl.so.4 device_stubs/libcrypto.so.3; do
+  [[ -e "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build --target pets_device_bundle)"
 done
 
 export PETS_BUILD_TORCH2="$build" PETS_DEVICE_SKIP_BUILD=1 PETS_DEVICE_XZ_LEVEL=6
@@ -24,6 +26,23 @@ capture prepare.log bash "$src/bench/device_check.sh" prepare
 bundle="$work/dev/pets_device.tar.xz"
 [[ -s "$bundle" ]] || fatal "prepare made no $bundle"
 (($(stat -c %s "$bundle") <= 12 * 1024 * 1024)) || fail "the bundle is over 12 MiB"
+# The bundle holds what its manifest names, and the manifest is the build's.
+mkdir -p unpacked
+xz -dc "$bundle" | tar -C unpacked -xf - || fatal "could not unpack $bundle"
+cmp -s unpacked/device_manifest.json "$build/device_manifest.json" ||
+  fail "the bundle's device_manifest.json is not $build's"
+mapfile -t steps < <(python3 -c 'import json, sys; [print(t["step"]) for t in json.load(open(sys.argv[1]))["tests"]]' \
+                       unpacked/device_manifest.json)
+((${#steps[@]} >= 4)) || fail "the manifest lists ${#steps[@]} CUDA test steps: ${steps[*]}"
+for exe in $(python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); [print(e) for e in ["bin/" + p for p in m["programs"]] + [t["executable"] for t in m["tests"]]]' \
+               unpacked/device_manifest.json) bin/mpirun bin/orted lib/libcurl.so.4 lib/libcrypto.so.3 \
+             lib/libhdf5_openmpi.so.103 MANIFEST; do
+  [[ -e "unpacked/$exe" ]] || fail "the bundle has no $exe"
+done
+if readelf -d unpacked/bin/pets_train | grep -qE 'RPATH|RUNPATH'; then
+  fail "bin/pets_train keeps the build machine's RUNPATH"
+fi
+rm -rf unpacked
 
 # status_of REPORT PART: the part's status in the report.
 status_of() {
@@ -39,7 +58,7 @@ report="$work/out/device_check.json"
 for part in libraries small_set device_input_bench train_fp32_cpu harness_data harness_measure; do
   check_eq "$part" "$(status_of "$report" "$part")" passed
 done
-for part in parity_cuda nccl_one_rank device_input fused_batchnorm; do
+for part in "${steps[@]}"; do
   check_eq "$part" "$(status_of "$report" "$part")" "skipped: no GPU (CPU cases passed)"
 done
 for part in gpu train_fp32 train_fp16 train_bf16 train_determinism train_determinism_bitwise; do

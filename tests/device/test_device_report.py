@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/device_report.py's targets, from parts written as bench/device_check.sh writes them: a
+"""bench/device_report.py's targets, from parts written as bench/device_check.py writes them: a
 GPU run meeting every target, one missing several, a run without a GPU (no target claimed), and
 a report missing figures (those targets absent, never guessed)."""
 import json

@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""The device check's runner: the CUDA tests and the benchmark harness on a GPU node that has only
+an NVIDIA driver, a shell and a python3 with torch 2.11.0+cu130 (no build tools, no network).
+Python 3.8 or newer, standard library only; `bash bench/device_check.sh run` starts it.
+
+It unpacks the bundle `bench/device_check.sh prepare` made (.device/pets_device.tar.xz), checks
+that every program and component resolves inside the bundle, torch's folders or glibc, then runs
+its steps, each under its own time limit within the budget (PETS_DEVICE_BUDGET_S, 460 s), so a
+hang costs only that step:
+
+  libraries, gpu                 the bundle's libraries; the GPU, driver and torch
+  the CUDA tests                 every step of the bundle's device_manifest.json, which CMake
+                                 writes from the tests labelled `cuda` (pets_device_step in
+                                 tests/CMakeLists.txt): GoogleTest cases passed/failed/skipped
+                                 and the parity test's measured errors
+  device_input_bench             the device input's costs
+  small_set, train_*,            short pets_train runs on 148 images (fp32, fp16, bf16 twice,
+  determinism*                   --deterministic twice): the same accuracies, the same models
+  harness_*                      pets_bench on 7,400 images: roofline, model step, loader, end to
+                                 end (5 epochs per run)
+  tutorial_5_epochs,             the same job in Python with the node's torch (tutorial, profile
+  step_profile, torch_ceilings   of the eager step, compiled ceilings)
+
+Without a GPU the CUDA tests' CPU cases still run and must pass ("skipped: no GPU (CPU cases
+passed)"), training and the harness run on the CPU at small sizes. The report, $OUT/device_check.json
+(bench/device_report.py: summary, targets, parts with figures and log tails), and
+$OUT/device_logs.tar.gz are written whatever fails; the exit status is 1 when a part failed.
+
+Environment: OUT (required), PETS_DEVICE_DIR, PETS_DEVICE_PYTHON, PETS_DEVICE_WORK,
+PETS_DEVICE_BUDGET_S, PETS_DEVICE_STEPS, PETS_DEVICE_PER_CLASS, PETS_DEVICE_BATCH,
+PETS_DEVICE_E2E_RUNS (bench/device_check.sh --help says what each does).
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+GLIBC = re.compile(r"^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|"
+                   r"librt\.so\.1|ld-linux-x86-64\.so\.2|libutil\.so\.1|libresolv\.so\.2|libanl\.so\.1)$")
+E2E_RUNS = ("np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,"
+            "np1_bf16_deterministic,np1_bf16_native_bn,np1_fp16_native_bn,"
+            "np1_bf16_bn_eval_native_conv")
+TIMED_OUT, OUT_OF_TIME, NOT_SELECTED = 124, 125, 126
+
+
+def die(message, status=1):
+    print("device_check: error: " + message, file=sys.stderr)
+    sys.exit(status)
+
+
+def status_of(rc):
+    return {0: "passed", 124: "failed: timed out", 137: "failed: timed out",
+            OUT_OF_TIME: "skipped: out of time",
+            NOT_SELECTED: "skipped: not selected"}.get(rc, "failed: status %d" % rc)
+
+
+def read_json(path):
+    """A step's JSON output as figures: {} when absent or empty, the text when not JSON."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"unparsed": text}
+
+
+class Check:
+    def __init__(self, work, budget, selected):
+        self.work, self.budget, self.selected = work, budget, selected
+        self.t0 = time.monotonic()
+        self.parts = 0
+        os.makedirs(os.path.join(work, "parts"))
+        os.makedirs(os.path.join(work, "logs"))
+
+    def log(self, name):
+        return os.path.join(self.work, "logs", name + ".log")
+
+    def left(self):
+        return int(self.budget - (time.monotonic() - self.t0))
+
+    def part(self, name, status, seconds, figures, log=None):
+        tail = ""
+        if log:
+            try:
+                with open(log, errors="replace") as f:
+                    tail = f.read()[-3000:]
+            except OSError as e:
+                tail = "(no log: %s)" % e
+        path = os.path.join(self.work, "parts", "%02d_%s.json" % (self.parts, name))
+        with open(path, "w") as f:
+            json.dump({"name": name, "status": status, "seconds": round(float(seconds), 1),
+                       "figures": figures, "log_tail": tail}, f, indent=1)
+        self.parts += 1
+        print("device_check: [%s] %s (%d s)" % (status, name, seconds), file=sys.stderr)
+
+    def step(self, name, max_s, commands, env=None, stdout=None):
+        """Runs the commands one after the other (the next only when one succeeds) with their
+        output in the step's log, all within max_s or what is left of the budget; on timeout the
+        process group gets SIGTERM, then SIGKILL 10 s later. Returns (status, seconds)."""
+        log = self.log(name)
+        if self.selected and name not in self.selected:
+            with open(log, "w") as f:
+                f.write("not among PETS_DEVICE_STEPS (%s)\n" % ",".join(sorted(self.selected)))
+            return NOT_SELECTED, 0
+        limit = min(self.left(), max_s)
+        if limit < 10:
+            with open(log, "w") as f:
+                f.write("out of time before %s\n" % name)
+            return OUT_OF_TIME, 0
+        print("device_check: %s (at most %d s)" % (name, limit), file=sys.stderr)
+        start = time.monotonic()
+        rc = 0
+        with open(log, "w") as f:
+            for argv in commands:
+                out = open(stdout, "w") if stdout else f
+                try:
+                    rc = run_limited(argv, env, out, f, limit - (time.monotonic() - start))
+                finally:
+                    if stdout:
+                        out.close()
+                if rc == TIMED_OUT:
+                    f.write("device_check: TIMED OUT after %d s\n" % limit)
+                if rc != 0:
+                    break
+        return rc, int(time.monotonic() - start)
+
+
+def run_limited(argv, env, out, err, limit):
+    try:
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                             start_new_session=True)
+    except OSError as e:
+        err.write("device_check: cannot run %s: %s\n" % (argv[0], e))
+        err.flush()
+        return 127
+    try:
+        rc = p.wait(timeout=max(limit, 0))
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        return TIMED_OUT
+    return 128 - rc if rc < 0 else rc
+
+
+def gtest_figures(json_path, log):
+    out = {"passed": [], "failed": [], "skipped": []}
+    try:
+        with open(json_path) as f:
+            report = json.load(f)
+        for suite in report.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                name = suite["name"] + "." + t["name"]
+                if t.get("failures"):
+                    out["failed"].append(name)
+                elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                    out["skipped"].append(name)
+                else:
+                    out["passed"].append(name)
+    except (OSError, ValueError):
+        out["report"] = "no GoogleTest JSON"
+    # The parity test's measured errors.
+    with open(log, errors="replace") as f:
+        out["parity"] = [l.split("]", 1)[1].strip() for l in f if l.startswith("[ parity  ]")]
+    return out
+
+
+def run_figures(run_dir):
+    """The figures of one pets_train run folder (metrics.jsonl)."""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            epochs = [json.loads(l) for l in f if l.strip()]
+    except OSError:
+        epochs = []
+    return {"epochs": len(epochs), "accuracy": [e.get("accuracy") for e in epochs],
+            "train_images_per_s": [e.get("train_images_per_s") for e in epochs],
+            "loader_wait_share": [e.get("loader_wait_share") for e in epochs],
+            "upload_share": [e.get("upload_share") for e in epochs]}
+
+
+def same_runs(a, b):
+    """Two runs' accuracies equal? The tensors of their model and checkpoint files bitwise equal
+    (the metadata left out: a checkpoint's records its timings)? -> (same_acc, bitwise, figures)"""
+    def accuracies(d):
+        try:
+            with open(os.path.join(d, "metrics.jsonl")) as f:
+                return [json.loads(l).get("accuracy") for l in f if l.strip()]
+        except OSError:
+            return None
+
+    def models(d):
+        return sorted(os.path.relpath(p, d) for p in glob.glob(d + "/**/*.safetensors", recursive=True))
+
+    def tensors(path):
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+            data = f.read()
+        return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+                for k, v in header.items() if k != "__metadata__"}
+
+    def differing(name):
+        ta, tb = tensors(os.path.join(a, name)), tensors(os.path.join(b, name))
+        return sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))
+
+    acc_a, acc_b = accuracies(a), accuracies(b)
+    same_acc = acc_a is not None and acc_a == acc_b
+    files = models(a)
+    diffs = {f: differing(f) for f in files if os.path.exists(os.path.join(b, f))}
+    bitwise = bool(files) and files == models(b) and not any(diffs.values())
+    return same_acc, bitwise, {
+        "accuracy_a": acc_a, "accuracy_b": acc_b, "same_accuracies": same_acc, "models_compared": files,
+        "bitwise_same_models": bitwise,
+        "differing_tensors": {f: d[:12] + (["..."] if len(d) > 12 else []) for f, d in diffs.items() if d}}
+
+
+def python_value(py, code):
+    r = subprocess.run([py, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       universal_newlines=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def unpack(bundle, dest):
+    os.makedirs(dest)
+    if shutil.which("xz"):
+        xz = subprocess.Popen(["xz", "-dc", bundle], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-C", dest, "-xf", "-"], stdin=xz.stdout, check=True)
+        if xz.wait() != 0:
+            die("xz could not read " + bundle)
+    else:  # no xz there: python's lzma
+        with tarfile.open(bundle, "r:xz") as t:
+            t.extractall(dest)
+
+
+def check_libraries(check, b, site, libs, bundle):
+    """ldd on every program and component: each library inside the bundle, torch's site-packages
+    or glibc's own. ldd itself fails (and lists nothing) when a library it finds cannot be loaded."""
+    start = time.monotonic()
+    problems = []
+    files = glob.glob(b + "/bin/*") + glob.glob(b + "/lib/openmpi/*.so") + glob.glob(b + "/lib/pmix/*.so")
+    env = dict(os.environ, LD_LIBRARY_PATH=libs)
+    for f in sorted(files):
+        if os.path.islink(f):
+            continue
+        rel = os.path.relpath(f, b)
+        r = subprocess.run(["ldd", f], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        lines = r.stdout.splitlines()
+        if r.returncode != 0:
+            problems.append("%s: ldd failed: %s" % (rel, " ".join([l for l in lines if "=>" not in l][:2])))
+        for line in lines:
+            w = line.split()
+            if len(w) >= 3 and w[1] == "=>":
+                if w[2] == "not" or not (w[2].startswith(b + "/") or w[2].startswith(site + "/")
+                                         or GLIBC.match(w[0])):
+                    problems.append("%s: %s => %s" % (rel, w[0], w[2]))
+    log = check.log("libraries")
+    with open(log, "w") as f:
+        f.write("\n".join(problems) + "\n")
+        with open(os.path.join(b, "MANIFEST")) as m:
+            f.write(m.read())
+        f.write("torch: %s/torch\nLD_LIBRARY_PATH=%s\n" % (site, libs))
+    seconds = time.monotonic() - start
+    if problems:
+        check.part("libraries", "failed: unresolved or outside the bundle and torch", seconds,
+                   {"problems": problems}, log)
+    else:
+        check.part("libraries", "passed", seconds,
+                   {"bundle_bytes": os.path.getsize(bundle), "torch_dir": site + "/torch"}, log)
+
+
+def run_checks(check, bundle, py):
+    w = check.work
+    b = os.path.join(w, "bundle")
+    unpack(bundle, b)
+    torch_dir = python_value(py, "import torch, os; print(os.path.dirname(torch.__file__))")
+    if not torch_dir:
+        die("%s cannot import torch" % py)
+    site = os.path.dirname(torch_dir)
+    # The programs' RUNPATH is empty: the bundle's libraries, torch's and its nvidia/ packages'.
+    libs = ":".join([b + "/lib", torch_dir + "/lib"] + sorted(glob.glob(site + "/nvidia/*/lib")))
+    for var in ("OPAL", "PMIX"):
+        pkg = "openmpi" if var == "OPAL" else "pmix"
+        os.environ.update({var + "_PREFIX": b, var + "_EXEC_PREFIX": b, var + "_BINDIR": b + "/bin",
+                           var + "_LIBDIR": b + "/lib", var + "_PKGLIBDIR": b + "/lib/" + pkg,
+                           var + "_DATAROOTDIR": b + "/share", var + "_DATADIR": b + "/share",
+                           var + "_PKGDATADIR": b + "/share/" + pkg, var + "_SYSCONFDIR": b + "/etc"})
+    os.environ.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                       # Containers and microVMs refuse the cross-memory attach of vader's single copy.
+                       "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+                       "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                       "PATH": b + "/bin:" + os.environ.get("PATH", ""),
+                       "PETS_RESNET_FIXTURE": os.path.join(ROOT, "tests", "fixtures", "resnet50d")})
+    check_libraries(check, b, site, libs, bundle)
+
+    have_gpu = python_value(py, "import torch; print(int(torch.cuda.is_available()))") == "1"
+    gpu = "none"
+    with open(check.log("gpu"), "w") as f:
+        try:
+            subprocess.run(["nvidia-smi"], stdout=f, stderr=subprocess.STDOUT)
+            if have_gpu:
+                r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                    "--format=csv,noheader"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, universal_newlines=True)
+                gpu = (r.stdout.splitlines() or [""])[0]
+        except OSError:
+            f.write("no nvidia-smi\n")
+            gpu = "" if have_gpu else gpu
+    cores = len(os.sched_getaffinity(0))
+    check.part("gpu", "passed" if have_gpu else "skipped: no GPU", 0,
+               {"gpu": gpu, "torch": python_value(py, "import torch; print(torch.__version__)"),
+                "cores": cores}, check.log("gpu"))
+    dev = "cuda" if have_gpu else "cpu"
+    # Only our programs get LD_LIBRARY_PATH (python3 and the tools keep the system's libraries).
+    penv = dict(os.environ, LD_LIBRARY_PATH=libs)
+    mpi = ["mpirun", "--bind-to", "none", "-np"]
+
+    # The CUDA tests, as CMake listed them.
+    with open(os.path.join(b, "device_manifest.json")) as f:
+        manifest = json.load(f)
+    for t in manifest["tests"]:
+        name, out = t["step"], os.path.join(w, t["step"] + ".json")
+        argv = mpi + [str(t["mpi_np"])] if t["mpi_np"] else []
+        argv += [os.path.join(b, t["executable"])] + t["args"] + ["--gtest_output=json:" + out]
+        rc, secs = check.step(name, t["timeout_s"], [argv], penv)
+        figures = gtest_figures(out, check.log(name))
+        status = status_of(rc)
+        # Cases that need a GPU and skipped: the part did not pass on the GPU.
+        if status == "passed" and figures["skipped"]:
+            status = "passed, with skipped cases" if have_gpu else "skipped: no GPU (CPU cases passed)"
+        check.part(name, status, secs, figures, check.log(name))
+
+    # The harness steps. The device input's costs: the batched resize against one interpolate per
+    # crop on the device, the GPU half's images/s and submit() time, the loader-side costs per core.
+    out = os.path.join(w, "device_input_bench.json")
+    rc, secs = check.step("device_input_bench", 90, [[
+        b + "/bin/device_input_bench", "--quick", "--resize-batches", "64,128", "--resize-rounds", "3",
+        "--resize-device", dev]], penv, stdout=out)
+    check.part("device_input_bench", status_of(rc), secs, read_json(out), check.log("device_input_bench"))
+
+    # Short training runs on a small set (4 images per class; 2 and one epoch without a GPU, where
+    # it must fit on a loaded CPU): fp32, fp16 (loss scaling), bf16 twice (the same accuracies?
+    # the same model bytes?). Without a GPU: fp32 on the CPU, the CUDA runs skipped.
+    small = os.path.join(w, "small")
+    per_class, epochs = (4, 2) if have_gpu else (2, 1)
+    small_rc, secs = check.step("small_set", 120, [
+        [b + "/bin/pets_synth", "--out", small + "/images", "--per-class", str(per_class), "--seed", "3"],
+        mpi + ["2", b + "/bin/pets_preprocess", "--images", small + "/images", "--out", small + "/pets.h5"]],
+        penv)
+    check.part("small_set", status_of(small_rc), secs, {"images": per_class * 37}, check.log("small_set"))
+
+    def train_run(name, *args):
+        if small_rc != 0:
+            check.part("train_" + name, "skipped: no small set", 0, {})
+            return
+        run_dir = os.path.join(small, "run_" + name)
+        rc, secs = check.step("train_" + name, 120, [mpi + [
+            "1", b + "/bin/pets_train", "--data", small + "/pets.h5", "--epochs", str(epochs),
+            "--batch-size", "16", "--eval-batch-size", "32", "--seed", "7", "--out", run_dir] + list(args)],
+            penv)
+        check.part("train_" + name, status_of(rc), secs, run_figures(run_dir), check.log("train_" + name))
+
+    if have_gpu:
+        train_run("fp32", "--device", "cuda")
+        train_run("fp16", "--device", "cuda", "--mixed-precision", "fp16")
+        train_run("bf16", "--device", "cuda", "--mixed-precision", "bf16")
+        train_run("bf16_again", "--device", "cuda", "--mixed-precision", "bf16")
+        same_acc, _, figures = same_runs(small + "/run_bf16", small + "/run_bf16_again")
+        check.part("determinism", "passed" if same_acc else "failed: accuracies differ run to run", 0, figures)
+        # --deterministic: the same model bit for bit.
+        train_run("bf16_deterministic", "--device", "cuda", "--mixed-precision", "bf16", "--deterministic")
+        train_run("bf16_deterministic_again", "--device", "cuda", "--mixed-precision", "bf16",
+                  "--deterministic")
+        _, bitwise, figures = same_runs(small + "/run_bf16_deterministic",
+                                        small + "/run_bf16_deterministic_again")
+        check.part("determinism_bitwise", "passed" if bitwise else "failed: the models differ run to run",
+                   0, figures)
+    else:
+        train_run("fp32_cpu", "--device", "cpu")
+        for n in ("fp32", "fp16", "bf16", "determinism", "determinism_bitwise"):
+            check.part("train_" + n, "skipped: no GPU", 0, {})
+
+    # The harness: roofline, model step (fp32/bf16/fp16), loader, end to end on 7,400 images.
+    per_class = int(os.environ.get("PETS_DEVICE_PER_CLASS") or (200 if have_gpu else 4))
+    batch = os.environ.get("PETS_DEVICE_BATCH") or "128"
+    np_pre = min(max(cores // 2, 1), 8)
+    big = os.path.join(w, "big")
+    common = ["--train", b + "/bin/pets_train", "--preprocess", b + "/bin/pets_preprocess",
+              "--synth", b + "/bin/pets_synth", "--mpi-preflags", "--bind-to none", "--np1-preflags", ""]
+    big_rc, synth_s = check.step("harness_synth", 100, [[
+        b + "/bin/pets_synth", "--out", big + "/images", "--per-class", str(per_class), "--seed", "1"]], penv)
+    prep_s = 0
+    if big_rc == 0:
+        # pets_preprocess timed alone: the first half of the job a user waits for.
+        big_rc, prep_s = check.step("harness_data", 120, [mpi + [
+            str(np_pre), b + "/bin/pets_preprocess", "--images", big + "/images", "--out", big + "/pets.h5"]],
+            penv)
+    else:
+        shutil.copy(check.log("harness_synth"), check.log("harness_data"))
+    check.part("harness_data", status_of(big_rc), synth_s + prep_s,
+               {"images": per_class * 37, "preprocess_np": np_pre, "synth_seconds": synth_s,
+                "preprocess_seconds": prep_s}, check.log("harness_data"))
+    if big_rc == 0:
+        # The loader's scaling to every core a GPU's rank may own (CPU path and staging).
+        sizes = (["--batch", batch, "--roof-batch", "64", "--min-seconds", "2", "--loader-epochs", "1",
+                  "--loader-sweep", "1,2,4,8,%d" % cores] if have_gpu else
+                 ["--batch", "8", "--image-size", "112", "--roof-batch", "2", "--roof-channels", "64",
+                  "--min-seconds", "0.5", "--min-iters", "2", "--loader-epochs", "1"])
+        out = os.path.join(w, "measure.json")
+        rc, secs = check.step("harness_measure", 150, [[
+            b + "/bin/pets_bench", "--device", dev, "--no-e2e", "--data", big + "/pets.h5", "--work",
+            w + "/bench", "--report", out] + sizes + common], penv)
+        check.part("harness_measure", status_of(rc), secs, read_json(out), check.log("harness_measure"))
+        # Five epochs each (the whole job's training half is np1_bf16's wall time); the folded path
+        # trains in np1_bf16_bn_eval.
+        e2e = (["--e2e-runs", os.environ.get("PETS_DEVICE_E2E_RUNS") or E2E_RUNS, "--e2e-args",
+                "--device cuda --seed 7", "--epochs", "5", "--train-batch", batch, "--eval-batch", "256"]
+               if have_gpu else
+               ["--e2e-runs", "np1", "--e2e-args", "--device cpu", "--epochs", "1", "--train-batch", "8",
+                "--eval-batch", "16"])
+        out = os.path.join(w, "e2e.json")
+        rc, secs = check.step("harness_end_to_end", 220, [[
+            b + "/bin/pets_bench", "--e2e-only", "--data", big + "/pets.h5", "--work", w + "/bench_e2e",
+            "--report", out] + e2e + common], penv)
+        status = status_of(rc)
+        if not have_gpu and status == "passed":
+            status = "passed on the CPU (no GPU: the GPU runs skipped)"
+        check.part("harness_end_to_end", status, secs, read_json(out), check.log("harness_end_to_end"))
+    else:
+        check.part("harness_measure", "skipped: no data set", 0, {})
+        check.part("harness_end_to_end", "skipped: no data set", 0, {})
+
+    # The same job in Python with the node's own torch, timm and Accelerate: the tutorial's 5 epochs
+    # on the same images, and the ceilings (its step and inference forward, eager and under
+    # torch.compile). Without a GPU only the scripts themselves are checked, at tiny sizes.
+    if big_rc != 0:
+        check.part("tutorial_5_epochs", "skipped: no data set", 0, {})
+    elif python_value(py, "import torchvision, PIL") is None:
+        check.part("tutorial_5_epochs", "skipped: %s has no torchvision or PIL" % py, 0, {})
+    else:
+        out = os.path.join(w, "tutorial.json")
+        tut = ["--images", big + "/images", "--report", out]
+        if not have_gpu:
+            tut += ["--epochs", "1", "--batch-size", "4", "--workers", "1", "--image-size", "64",
+                    "--mixed-precision", "bf16"]
+        rc, secs = check.step("tutorial_5_epochs", 150, [[py, HERE + "/tutorial_run.py"] + tut])
+        check.part("tutorial_5_epochs", status_of(rc), secs, read_json(out), check.log("tutorial_5_epochs"))
+    sizes = ["--device", "cuda", "--batch", batch, "--eval-batch", "256"] if have_gpu else ["--device", "cpu",
+                                                                                         "--smoke"]
+    # Where the eager step's GPU time goes (the kernels pets_train runs too).
+    out = os.path.join(w, "step_profile.json")
+    rc, secs = check.step("step_profile", 90, [[py, HERE + "/step_profile.py", "--report", out] + sizes])
+    check.part("step_profile", status_of(rc), secs, read_json(out), check.log("step_profile"))
+    out = os.path.join(w, "ceilings.json")
+    rc, secs = check.step("torch_ceilings", 240, [[py, HERE + "/torch_ceilings.py", "--report", out,
+                                                   "--budget-s", str(check.left() - 20)] + sizes])
+    check.part("torch_ceilings", status_of(rc), secs, read_json(out), check.log("torch_ceilings"))
+
+
+def main():
+    dev_dir = os.environ.get("PETS_DEVICE_DIR") or os.path.join(ROOT, ".device")
+    bundle = os.path.join(dev_dir, "pets_device.tar.xz")
+    if not os.path.isfile(bundle):
+        die("no bundle at %s: run 'bench/device_check.sh prepare' on the build machine first (and copy "
+            ".device/ with the checkout)" % bundle)
+    out_dir = os.environ.get("OUT")
+    if not out_dir:
+        die("OUT is not set: the folder for the report, e.g. OUT=$PWD/out", 2)
+    py = os.environ.get("PETS_DEVICE_PYTHON") or sys.executable
+    if not shutil.which(py):
+        die("no %s (the python3 with torch)" % py)
+    try:
+        budget = int(os.environ.get("PETS_DEVICE_BUDGET_S") or 460)
+    except ValueError:
+        die("PETS_DEVICE_BUDGET_S is not a number of seconds", 2)
+    os.makedirs(out_dir, exist_ok=True)
+    work = os.environ.get("PETS_DEVICE_WORK") or "/tmp/pets_device"
+    shutil.rmtree(work, ignore_errors=True)
+    selected = {s for s in (os.environ.get("PETS_DEVICE_STEPS") or "").split(",") if s}
+    check = Check(work, budget, selected)
+    status = 1
+    try:
+        run_checks(check, bundle, py)
+        status = 0
+    finally:
+        # The one JSON report (bench/device_report.py), whatever happened, and the logs.
+        subprocess.run([sys.executable, HERE + "/device_report.py", work + "/parts",
+                        out_dir + "/device_check.json", str(int(time.monotonic() - check.t0)), str(status)])
+        with tarfile.open(os.path.join(out_dir, "device_logs.tar.gz"), "w:gz") as t:
+            t.add(work + "/logs", arcname="logs")
+    failed = []
+    for p in sorted(glob.glob(work + "/parts/*.json")):
+        with open(p) as f:
+            part = json.load(f)
+        if part["status"].startswith("failed"):
+            failed.append(part["name"])
+    if failed:
+        print("device_check: some parts failed (see %s/device_check.json): %s" % (out_dir, ", ".join(failed)),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
