@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "cuda/cuda_test_util.hpp"
 #include "fixture_dir.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -53,26 +54,6 @@ double relative_error(const torch::Tensor& actual, const torch::Tensor& expected
   return (a - e).abs().max().item<double>() / e.abs().max().item<double>();
 }
 
-/// TF32 off for the scope (the fp32 cases compare with an fp32 reference).
-class NoTf32 {
- public:
-  NoTf32()
-      : cudnn_(at::globalContext().allowTF32CuDNN()),
-        cublas_(at::globalContext().allowTF32CuBLAS()) {
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  ~NoTf32() {
-    at::globalContext().setAllowTF32CuDNN(cudnn_);
-    at::globalContext().setAllowTF32CuBLAS(cublas_);
-  }
-  NoTf32(const NoTf32&) = delete;
-  NoTf32& operator=(const NoTf32&) = delete;
-
- private:
-  bool cudnn_, cublas_;
-};
-
 /// Eval features and logits of the backbone under autocast to `dtype` (kFloat: none), as the
 /// trainer runs it: channels-last, no autograd, head in fp32.
 void expect_eval_parity(const torch::Device& device, at::ScalarType dtype, double tolerance) {
@@ -98,7 +79,7 @@ bool cuda() { return torch::cuda::is_available(); }
 
 TEST(CudaParity, EvalFp32WithinTheCpuTolerance) {
   if (!cuda()) GTEST_SKIP() << "no CUDA device";
-  const NoTf32 no_tf32;
+  const pets::test::NoTf32 no_tf32;
   expect_eval_parity(torch::Device(torch::kCUDA, 0), at::kFloat, kFp32Tolerance);
 }
 
@@ -120,7 +101,7 @@ TEST(CudaParity, CpuBf16WithinTheBf16Tolerance) {
 // Train mode (batch statistics), the trainer's frozen-backbone step: loss and fc's gradients.
 TEST(CudaParity, TrainStepLossAndFcGradientsFp32) {
   if (!cuda()) GTEST_SKIP() << "no CUDA device";
-  const NoTf32 no_tf32;
+  const pets::test::NoTf32 no_tf32;
   const torch::Device device(torch::kCUDA, 0);
   ResNet50d model = load_model(device);
   model->train();

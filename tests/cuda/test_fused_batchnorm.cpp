@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_util.hpp"
 #include "model/model_test_util.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -210,10 +211,7 @@ TEST(FusedBatchNormCuda, RefusesWhatItDoesNotTake) {
 void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   const pets::train::CudaParts* cuda = pets::train::cuda_parts();
   const torch::Device device(torch::kCUDA);
-  const bool tf32_cudnn = at::globalContext().allowTF32CuDNN();
-  const bool tf32_cublas = at::globalContext().allowTF32CuBLAS();
-  at::globalContext().setAllowTF32CuDNN(false);
-  at::globalContext().setAllowTF32CuBLAS(false);
+  const pets::test::NoTf32 exact;
   ResNet50d model = train_mode_model(device);
   const torch::Tensor x = images(device, 16, 128);
   const std::vector<torch::Tensor> before = buffers(model);
@@ -225,8 +223,6 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   set_buffers(model, before);
   const torch::Tensor fused = features(model, x, dtype, pets::train::fused_norm_after_conv(*cuda));
   const std::vector<torch::Tensor> fused_buffers = buffers(model);
-  at::globalContext().setAllowTF32CuDNN(tf32_cudnn);
-  at::globalContext().setAllowTF32CuBLAS(tf32_cublas);
 
   const std::string what = c10::toString(dtype);
   ASSERT_TRUE(torch::isfinite(fused).all().item<bool>()) << what;

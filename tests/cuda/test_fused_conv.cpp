@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_util.hpp"
 #include "model/model_test_util.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -76,26 +77,6 @@ const pets::train::CudaParts* cuda_or_skip() {
   return pets::train::cuda_parts();
 }
 
-/// TF32 off while it lives, so that fp32 references are fp32.
-class NoTf32 {
- public:
-  NoTf32()
-      : cudnn_(at::globalContext().allowTF32CuDNN()),
-        cublas_(at::globalContext().allowTF32CuBLAS()) {
-    at::globalContext().setAllowTF32CuDNN(false);
-    at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  ~NoTf32() {
-    at::globalContext().setAllowTF32CuDNN(cudnn_);
-    at::globalContext().setAllowTF32CuBLAS(cublas_);
-  }
-  NoTf32(const NoTf32&) = delete;
-  NoTf32& operator=(const NoTf32&) = delete;
-
- private:
-  bool cudnn_, cublas_;
-};
-
 struct LayerShape {
   int64_t batch, in, out, side, kernel, stride;
 };
@@ -136,7 +117,7 @@ TEST(FusedConvCuda, MatchesThePlainOperationsForEachLayerKindAndType) {
               torch::randn({s.batch, s.out, out_side, out_side}, f32).to(dtype).contiguous(cl);
         torch::Tensor reference;
         {
-          NoTf32 exact;
+          pets::test::NoTf32 exact;
           reference = torch::conv2d(x.to(torch::kFloat32), w.to(torch::kFloat32),
                                     b.to(torch::kFloat32), conv.stride, conv.padding);
           if (with_residual) reference += residual.to(torch::kFloat32);
@@ -192,7 +173,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   ASSERT_TRUE(fused.fused_folded_conv());
   torch::Tensor reference, native, with_fusion;
   {
-    NoTf32 exact;
+    pets::test::NoTf32 exact;
     reference = pets::train::BackboneForward(std::nullopt)(*model, &folded, x);
     native = plain(*model, &folded, x);
     with_fusion = fused(*model, &folded, x);
