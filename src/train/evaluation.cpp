@@ -15,8 +15,12 @@ std::optional<EvalCounts> Evaluator::run(const BatchSource& source, const Featur
   const auto interrupted = [&] { return interrupt && interrupt(); };
   int64_t counts[2] = {0, 0};  // correct, evaluated
   torch::NoGradGuard no_grad;
+  // The correct predictions are summed on the features' device and read once at the end: no
+  // batch waits for the device, so on a GPU the host queues the next batch while one runs.
+  torch::Tensor correct;
   const auto count = [&](const torch::Tensor& f, const torch::Tensor& labels) {
-    counts[0] += head(f).argmax(1).eq(labels).sum().item<int64_t>();
+    const torch::Tensor batch_correct = head(f).argmax(1).eq(labels).sum();
+    correct = correct.defined() ? correct + batch_correct : batch_correct;
     counts[1] += labels.size(0);
   };
   if (cache_) {
@@ -37,6 +41,7 @@ std::optional<EvalCounts> Evaluator::run(const BatchSource& source, const Featur
     }
     if (cache_features_) cache_ = std::move(fresh);
   }
+  if (correct.defined()) counts[0] = correct.item<int64_t>();
   comm_.allreduce_counters(counts, 2);
   return EvalCounts{counts[0], counts[1]};
 }
