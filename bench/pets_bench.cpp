@@ -504,9 +504,10 @@ json loader_bench(const Config& c, const std::string& store) {
                         {"gb_per_s", static_cast<double>(held.size_bytes()) / 1e9 / load_s}};
     // The host's CPU per image of the two device paths, measured back to back here: over the
     // epochs after the first when there are several (the staging path's first epoch also checks
-    // the chunks), the loader's threads alone (not the measuring thread).
+    // the chunks), else the one epoch; the loader's threads alone (not the measuring thread).
     const auto loader_us = [](const json& m) {
-      return (m["steady"].is_null() ? m : m["steady"])["loader_cpu_us_per_image"].get<double>();
+      return (m["steady"].is_null() ? m["first_epoch"] : m["steady"])["loader_cpu_us_per_image"]
+          .get<double>();
     };
     resident["loader_cpu_us_per_image_vs_staging"] = {{"resident", loader_us(resident)},
                                                       {"staging", loader_us(staging)}};
