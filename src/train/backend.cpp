@@ -164,12 +164,17 @@ bool Backend::hold_resident(std::int64_t store_bytes) {
   return host_.sum_counter(fits ? 1 : 0) == host_.size();
 }
 
-std::string Backend::resident_refusal(std::int64_t store_bytes, const std::string& free) const {
+std::string Backend::device_with_name() const {
   std::string where = device_.str();
   if (device_.is_cuda()) {
     const std::string name = cuda_parts()->device_name(device_.index());
     if (!name.empty()) where += " (" + name + ")";
   }
+  return where;
+}
+
+std::string Backend::resident_refusal(std::int64_t store_bytes, const std::string& free) const {
+  const std::string where = device_with_name();
   char size[32];
   std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(store_bytes) / (1 << 30));
   return "--resident " + to_string(resident_) + ": the store's images (" + std::string(size) +
@@ -199,11 +204,7 @@ std::vector<std::string> Backend::notices() const {
 
 std::string Backend::out_of_memory_text(const std::string& option, long long value,
                                         const std::string& report) const {
-  std::string where = device_.str();
-  if (device_.is_cuda()) {
-    const std::string name = cuda_parts()->device_name(device_.index());
-    if (!name.empty()) where += " (" + name + ")";
-  }
+  const std::string where = device_with_name();
   std::string text =
       option + " " + std::to_string(value) + " does not fit in the memory of " + where;
   static const std::regex asked("Tried to allocate ([0-9.]+ ?[KMGT]?i?B)");

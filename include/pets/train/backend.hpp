@@ -124,6 +124,8 @@ class Backend {
 
   /// Whether a store of `store_bytes` is held on the device (--resident; see input_pipeline).
   bool hold_resident(std::int64_t store_bytes);
+  /// "cuda:0 (NVIDIA H200)": the device and, on CUDA, the GPU's name when the driver says it.
+  std::string device_with_name() const;
   /// "--resident on: ... do not fit ..." for a store of `store_bytes`; `free` as memory_text.
   std::string resident_refusal(std::int64_t store_bytes, const std::string& free) const;
 
