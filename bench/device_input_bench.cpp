@@ -218,7 +218,7 @@ json path_costs(const std::vector<Image>& images, const Config& c) {
       return input.stage(sources);
     }();
     out["device_tensor_cpu"] = time_per_item([&] { (void)input(staged); }, n, c);
-    out["mean_crop_bytes"] = static_cast<double>(staged.bytes.numel()) / n;
+    out["mean_crop_bytes"] = static_cast<double>(pets::train::slot_end(staged.slots.back())) / n;
   }
   {
     std::size_t most = 0, total = 0;
@@ -320,7 +320,8 @@ json resize_costs(const Config& c) {
     json row;
     row["batch"] = batch;
     row["device"] = c.resize_device;
-    row["mean_crop_bytes"] = static_cast<double>(staged.bytes.numel()) / batch;
+    row["mean_crop_bytes"] =
+        static_cast<double>(pets::train::slot_end(staged.slots.back())) / batch;
     row["load_before"] = load_average();
     const at::Tensor reference = variants.front().second().to(torch::kFloat32);
     for (auto& [name, run] : variants) {

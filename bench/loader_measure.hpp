@@ -72,7 +72,8 @@ inline double thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_I
 ///                         batches: not the loader's work, but inside the process's CPU figures);
 ///                         loader_cpu_us_per_image (per epoch, steady): the process's CPU less
 ///                         the measuring thread's, i.e. the loader's workers and background check;
-///   digest                XXH3-64 of every batch's pixels (or crops), labels and indices.
+///   digest                XXH3-64 of every batch's pixels (or crops, or with
+///                         LoaderOutput::kBoxes only the boxes), labels and indices.
 /// With `wait_for_check`, the loader's background check of the chunks ends before the clocks start
 /// (a run whose start-up outlasts it, as pets_train's model set-up does): check_seconds and
 /// check_cpu_seconds are its wall and CPU time from the loader's construction.
@@ -108,6 +109,8 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
       digest.add(b->pixels.data(), b->pixels.size() * sizeof(float));
       if (b->crops.data != nullptr)
         digest.add(b->crops.data, static_cast<std::size_t>(b->crop_bytes));
+      if (b->pixels.empty() && b->crops.data == nullptr)  // LoaderOutput::kBoxes
+        digest.add(b->boxes.data(), b->boxes.size() * sizeof(data::CropBox));
       digest.add(b->labels.data(), b->labels.size() * sizeof(std::int64_t));
       digest.add(b->indices.data(), b->indices.size() * sizeof(std::int64_t));
     }
@@ -156,7 +159,9 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
               {"loader_cpu_us_per_image", 1e6 * steady_loader_cpu / sn}};
   }
   return {{"workers", options.workers},
-          {"output", options.output == data::LoaderOutput::kCrops ? "crops" : "pixels"},
+          {"output", options.output == data::LoaderOutput::kCrops   ? "crops"
+                     : options.output == data::LoaderOutput::kBoxes ? "boxes"
+                                                                    : "pixels"},
           {"images", images},
           {"seconds", wall},
           {"cpu_seconds", cpu},

@@ -9,7 +9,8 @@
 ///      images/s and as a fraction of the roofline;
 ///   4. loader-only throughput (HDF5 read + RandomResizedCrop + resize + normalise), one rank:
 ///      images/s, per CPU-second (one core), with 1, 2 and 4 threads, the HDF5 lock's share, and
-///      the GPU path's host side (crops staged for --input device);
+///      the GPU path's host side (crops staged for --input device), and the same with the store
+///      held on the device (--resident: the loader draws boxes alone) in the same run;
 ///   5./6. end to end: pets_train under mpiexec (-np 2; --bn-mode eval; -np 1 --threads 2, or
 ///      the runs --e2e-runs names), read from the metrics.jsonl it writes.
 /// --device cuda runs sections 1 and 3 on the GPU (cuDNN convolution, fp32/bf16/fp16; the fp16
@@ -50,6 +51,7 @@
 #include "pets/train/backend.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/options.hpp"
+#include "pets/train/resident_images.hpp"
 #include "pets/train/train_step.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
@@ -479,12 +481,45 @@ json loader_bench(const Config& c, const std::string& store) {
     staging["two_workers_speedup"] = later_rate(staging_sweep[two - c.loader_sweep.begin()]) /
                                      later_rate(staging_sweep[one - c.loader_sweep.begin()]);
   out["staging"] = staging;
+  // The GPU path with the store held on the device (--resident): the images are read once into
+  // the device's memory (timed here: `load`), then the loader only draws each image's box. The
+  // loader's background check is off: the load has read and checked every chunk already.
+  {
+    const double cpu0 = pets::bench::process_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    const pets::data::Store store(lo.path);
+    const pets::train::ResidentImages held(store, device, c.loader_workers);
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double load_cpu = pets::bench::process_cpu_seconds() - cpu0;
+    lo.workers = c.loader_workers;
+    lo.output = pets::data::LoaderOutput::kBoxes;
+    lo.verify_ahead = false;
+    json resident = pets::bench::measure_loader(lo, c.loader_epochs);
+    resident["what"] = "each RandomResizedCrop box alone, the images held on the device";
+    resident["load"] = {{"device", device.str()},
+                        {"bytes", held.size_bytes()},
+                        {"seconds", load_s},
+                        {"cpu_seconds", load_cpu},
+                        {"gb_per_s", static_cast<double>(held.size_bytes()) / 1e9 / load_s}};
+    // The host's CPU per image of the two device paths, measured back to back here: over the
+    // epochs after the first when there are several (the staging path's first epoch also checks
+    // the chunks), else the one epoch; the loader's threads alone (not the measuring thread).
+    const auto loader_us = [](const json& m) {
+      return (m["steady"].is_null() ? m["first_epoch"] : m["steady"])["loader_cpu_us_per_image"]
+          .get<double>();
+    };
+    resident["loader_cpu_us_per_image_vs_staging"] = {{"resident", loader_us(resident)},
+                                                      {"staging", loader_us(staging)}};
+    out["resident"] = resident;
+  }
   // CPU cores one GPU needs at a given step rate: rate / images_per_cpu_s, for the published
   // A100/V100 mixed-precision ResNet-50 training rate of about 2,500 images/s.
   const double gpu_rate = 2500.0;
   out["cores_for_2500_img_s"] = {
       {"cpu_path", gpu_rate / out["images_per_cpu_s"].get<double>()},
-      {"device_path_staging", gpu_rate / staging["images_per_cpu_s"].get<double>()}};
+      {"device_path_staging", gpu_rate / staging["images_per_cpu_s"].get<double>()},
+      {"device_path_resident", gpu_rate / out["resident"]["images_per_cpu_s"].get<double>()}};
   return out;
 }
 
@@ -686,6 +721,16 @@ void print_measurements(const json& r) {
         w["images_per_s"].get<double>(), w["images_per_cpu_s"].get<double>());
   if (st.contains("two_workers_speedup"))
     row("%-34s %12.2f", "  2 workers / 1, images/s", st["two_workers_speedup"].get<double>());
+  if (ld.contains("resident")) {
+    const auto& rs = ld["resident"];
+    row("%-34s %12.1f   per CPU-s %8.1f", "GPU path resident images/s",
+        rs["images_per_s"].get<double>(), rs["images_per_cpu_s"].get<double>());
+    row("%-34s %12.1f   staging %9.1f", "  loader CPU us/image",
+        rs["loader_cpu_us_per_image_vs_staging"]["resident"].get<double>(),
+        rs["loader_cpu_us_per_image_vs_staging"]["staging"].get<double>());
+    row("%-34s %12.2f   GB/s %12.2f", "  load of the store, s", rs["load"]["seconds"].get<double>(),
+        rs["load"]["gb_per_s"].get<double>());
+  }
   row("%-34s %12.2f %12.2f", "cores for 2500 img/s (cpu, device)",
       ld["cores_for_2500_img_s"]["cpu_path"].get<double>(),
       ld["cores_for_2500_img_s"]["device_path_staging"].get<double>());
@@ -747,6 +792,8 @@ int check_report(const std::string& path) {
                         "/loader/workers_sweep/0/images_per_cpu_s",
                         "/loader/workers_sweep/0/images_per_s",
                         "/loader/staging/images_per_cpu_s",
+                        "/loader/resident/images_per_cpu_s",
+                        "/loader/resident/load/gb_per_s",
                         "/loader/cores_for_2500_img_s/cpu_path",
                         "/loader/cores_for_2500_img_s/device_path_staging"})
     positive(r, p);

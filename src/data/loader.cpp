@@ -106,6 +106,7 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
   b.n = static_cast<std::int64_t>(b.indices.size());
   b.h = b.w = options_.image_size;
   b.step = step;
+  b.split = kind;
   const SplitIndex& split = store_->split(kind);
   b.labels.resize(static_cast<std::size_t>(b.n));
   b.boxes.resize(static_cast<std::size_t>(b.n));
@@ -117,18 +118,22 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
     Rng rng(augment_seed(options_.seed, options_.rank, epoch, step * batch + i));
     b.boxes[k] = image_box(kind, split.shapes[idx], &rng);
   }
+  if (options_.output == LoaderOutput::kBoxes) return b;
   if (options_.output == LoaderOutput::kCrops) {
     b.crop_offsets.resize(static_cast<std::size_t>(b.n));
+    std::int64_t widest = 0;
     for (std::size_t k = 0; k < b.boxes.size(); ++k) {
       b.crop_offsets[k] = b.crop_bytes;
       b.crop_bytes += static_cast<std::int64_t>(b.boxes[k].height) * b.boxes[k].width * 3;
+      widest = std::max<std::int64_t>(widest, b.boxes[k].width);
     }
-    const auto bytes = static_cast<std::size_t>(b.crop_bytes);
+    // The widest crop's row after the crops, unused: see Batch::crop_bytes.
+    const auto bytes = static_cast<std::size_t>(b.crop_bytes + widest * 3);
     if (options_.allocate_staging) {
       b.crops = options_.allocate_staging(bytes);
       PETS_CHECK(b.crops.data != nullptr || bytes == 0, "loader: staging allocation failed");
     } else {
-      // Not zeroed: every byte is a crop's.
+      // Not zeroed: every byte but the unused row is a crop's.
       std::shared_ptr<std::uint8_t> owner(new std::uint8_t[bytes],
                                           std::default_delete<std::uint8_t[]>());
       b.crops.data = owner.get();
@@ -154,6 +159,14 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
     normalize_hwc(out, options_.image_size, options_.image_size, out);
   }
   return b;
+}
+
+void Loader::set_output(LoaderOutput output) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PETS_CHECK(threads_.empty(), "loader: the output cannot change while an epoch runs");
+  }
+  options_.output = output;
 }
 
 void Loader::stop() {

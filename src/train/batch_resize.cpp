@@ -94,9 +94,9 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
   std::vector<int> heights, widths;
   int widest = 0;
   for (const CropSlot& s : slots) {
-    PETS_CHECK(s.height > 0 && s.width > 0 && s.offset >= 0 &&
-                   s.offset + static_cast<std::int64_t>(s.height) * s.width * 3 <= total,
-               "resize_normalize: a crop slot is empty or runs past the buffer");
+    PETS_CHECK(slot_inside(s, total),
+               "resize_normalize: a crop slot is empty, narrower than its rows or runs past the "
+               "buffer");
     heights.push_back(s.height);
     widths.push_back(s.width);
     widest = std::max(widest, s.width);
@@ -109,14 +109,17 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
   // Pass 1 reads every row as row_bytes bytes from its start, past the end of narrower rows.
   // So that the last rows of the buffer do not run past its end, a crop's rows are read from
   // `shift_bytes` (a multiple of 3) before their start, which moves its pixels right by
-  // shift_bytes / 3 columns within the row_bytes. With non-overlapping slots that always fits
-  // (the other crops' bytes are at least one row of the widest); where it does not (slots that
-  // overlap), the buffer is padded instead.
+  // shift_bytes / 3 columns within the row_bytes. With non-overlapping packed slots, or crops of
+  // whole images stored one after another (ResidentImages), that always fits (the other crops'
+  // bytes are at least one row of the widest); where it does not (slots that overlap), the buffer
+  // is padded instead. The shift moves no result: pass 2 gathers each crop's columns from where
+  // the shift put them.
   std::vector<std::int64_t> shift_bytes(slots.size(), 0);
   bool pad = false;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const CropSlot& s = slots[i];
-    const std::int64_t last_row = s.offset + static_cast<std::int64_t>(s.height - 1) * s.width * 3;
+    const std::int64_t last_row =
+        s.offset + static_cast<std::int64_t>(s.height - 1) * row_stride(s);
     const std::int64_t over = std::max<std::int64_t>(0, last_row + row_bytes - total);
     shift_bytes[i] = (over + 2) / 3 * 3;
     pad |= shift_bytes[i] > s.offset;
@@ -140,8 +143,7 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
     for (int t = 0; t < ys.tiles; ++t)
       for (int r = 0; r < ys.window; ++r) {
         const int y = std::min(ys.start[i * ys.tiles + t] + r, s.height - 1);
-        *rows_index++ =
-            static_cast<std::int32_t>(base + static_cast<std::int64_t>(y) * s.width * 3);
+        *rows_index++ = static_cast<std::int32_t>(base + y * row_stride(s));
       }
     const std::int64_t column0 = static_cast<std::int64_t>(i) * widest + shift_bytes[i] / 3;
     for (int t = 0; t < xs.tiles; ++t)

@@ -9,6 +9,7 @@
 
 #include "pets/train/batch_resize.hpp"
 #include "pets/train/cuda_parts.hpp"
+#include "pets/train/resident_images.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -34,13 +35,15 @@ void copy_crop(const data::Image& image, const data::CropBox& box, std::uint8_t*
 HostCrops stage_crops(const std::vector<CropSource>& crops, bool pinned) {
   HostCrops out;
   out.slots.reserve(crops.size());
-  std::int64_t total = 0;
+  std::int64_t total = 0, widest = 0;
   for (const CropSource& c : crops) {
     PETS_CHECK(c.image != nullptr, "stage_crops: no image");
     out.slots.push_back(CropSlot{total, c.box.height, c.box.width});
     total += crop_bytes(c.box);
+    widest = std::max<std::int64_t>(widest, c.box.width);
   }
-  out.bytes = at::empty({total}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+  out.bytes =
+      at::empty({total + widest * 3}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
   std::uint8_t* base = out.bytes.data_ptr<std::uint8_t>();
   for (std::size_t i = 0; i < crops.size(); ++i)
     copy_crop(*crops[i].image, crops[i].box, base + out.slots[i].offset);
@@ -91,7 +94,7 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
   std::int64_t end = 0;
   for (const CropSlot& s : crops.slots) {
     PETS_CHECK(s.height > 0 && s.width > 0 && s.offset >= 0, "device input: empty crop slot");
-    end = std::max(end, s.offset + static_cast<std::int64_t>(s.height) * s.width * 3);
+    end = std::max(end, slot_end(s));
   }
   PETS_CHECK(end <= crops.bytes.numel(), "device input: crop slots run past the staged bytes");
   if (!impl_->stream)
@@ -100,6 +103,23 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
   return impl_->stream->submit(crops.bytes, [&](const at::Tensor& on_device) {
     return impl_->cuda->resize_normalize(on_device, crops.slots, size_, impl_->scale, impl_->shift,
                                          dtype_);
+  });
+}
+
+PendingImages DeviceInput::submit(const ResidentImages& images,
+                                  const std::vector<CropSlot>& slots) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor& bytes = images.bytes();
+  PETS_CHECK(bytes.device() == device_, "device input: the resident images are on " +
+                                            bytes.device().str() + ", the input on " +
+                                            device_.str());
+  for (const CropSlot& s : slots)
+    PETS_CHECK(slot_inside(s, bytes.numel()),
+               "device input: a crop slot lies outside the resident images");
+  if (!impl_->stream)
+    return PendingImages(resize_normalize(bytes, slots, size_, impl_->scale, impl_->shift, dtype_));
+  return impl_->stream->run([&] {
+    return impl_->cuda->resize_normalize(bytes, slots, size_, impl_->scale, impl_->shift, dtype_);
   });
 }
 

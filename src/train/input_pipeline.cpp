@@ -9,6 +9,7 @@
 
 #include "pets/train/batch_tensors.hpp"
 #include "pets/train/device_input.hpp"
+#include "pets/train/resident_images.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -42,19 +43,30 @@ void configure_loader(data::LoaderOptions& options, bool device_input, bool pinn
 }
 
 InputPipeline::InputPipeline(data::Loader& loader, const c10::Device& device,
-                             std::unique_ptr<DeviceInput> input)
-    : loader_(loader), device_(device), input_(std::move(input)) {
+                             std::unique_ptr<DeviceInput> input,
+                             std::unique_ptr<ResidentImages> resident)
+    : loader_(loader), device_(device), input_(std::move(input)), resident_(std::move(resident)) {
   const data::LoaderOptions& lo = loader_.options();
   const bool crops = lo.output == data::LoaderOutput::kCrops;
-  PETS_CHECK(crops == device_input() && (!crops || lo.allocate_staging),
+  const bool boxes = lo.output == data::LoaderOutput::kBoxes;
+  PETS_CHECK(!resident_ || input_, "input pipeline: resident images need the device input path");
+  PETS_CHECK((crops || boxes) == device_input() && (!crops || lo.allocate_staging) &&
+                 boxes == (resident_ != nullptr),
              std::string("input pipeline: the loader was not configured for the ") +
-                 (device_input() ? "device" : "cpu") + " input path (configure_loader)");
+                 (resident_ ? "resident " : "") + (device_input() ? "device" : "cpu") +
+                 " input path (configure_loader" + (resident_ || boxes ? ", set_output)" : ")"));
+  PETS_CHECK(!resident_ || resident_->bytes().device().type() == device_.type(),
+             "input pipeline: the resident images are not on " + device_.str());
   PETS_CHECK(
       !input_ || (input_->device().type() == device_.type() && input_->size() == lo.image_size),
       "input pipeline: the device input does not make the loader's images on " + device_.str());
 }
 
 InputPipeline::~InputPipeline() = default;
+
+std::int64_t InputPipeline::resident_bytes() const {
+  return resident_ ? resident_->size_bytes() : -1;
+}
 
 void InputPipeline::start_epoch(data::SplitKind kind, std::int64_t epoch, std::int64_t first_step) {
   ahead_.reset();
@@ -71,6 +83,18 @@ void InputPipeline::submit_next() {
   data::Batch& b = *ahead_;
   if (b.n == 0) {  // an empty share of the last step: nothing to upload
     ahead_images_.reset();
+    return;
+  }
+  if (resident_) {
+    // The crops are cut from the images on the device: nothing is uploaded but the slots.
+    std::vector<CropSlot> slots;
+    slots.reserve(b.boxes.size());
+    for (std::size_t i = 0; i < b.boxes.size(); ++i)
+      slots.push_back(resident_->slot(b.split, b.indices[i], b.boxes[i]));
+    const auto start = std::chrono::steady_clock::now();
+    ahead_images_ = std::make_unique<PendingImages>(input_->submit(*resident_, slots));
+    upload_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return;
   }
   HostCrops crops;

@@ -124,6 +124,11 @@ std::vector<Entry> entries(const TrainOptions& o) {
              "auto | cpu | device: where crops are resized and normalised (auto: on the device "
              "when it is CUDA, else by the CPU loader)",
              to_string(o.input)),
+      valued("resident",
+             "auto | on | off: on the device input path, hold every image of the store in the "
+             "device's memory, so that the loader copies no pixels (auto: on CUDA when the store "
+             "takes at most half of the memory free once the model is there)",
+             to_string(o.resident)),
       valued("threads", "CPU threads per rank; 0: the cores in the rank's affinity mask",
              o.threads),
       valued("loader-threads",
@@ -236,6 +241,12 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.device =
       parse_enum(vm, "device", {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda});
   o.input = parse_enum(vm, "input", {InputChoice::kAuto, InputChoice::kCpu, InputChoice::kDevice});
+  o.resident = parse_enum(vm, "resident",
+                          {ResidentChoice::kAuto, ResidentChoice::kOn, ResidentChoice::kOff});
+  if (o.resident == ResidentChoice::kOn && o.input == InputChoice::kCpu)
+    usage(
+        "--resident on holds the images for the device input path, not for --input cpu; use "
+        "--input device or --resident off");
   o.threads = vm["threads"].as<int>();
   if (o.threads < 0)
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));
@@ -321,6 +332,18 @@ std::string to_string(InputChoice value) {
       return "cpu";
     case InputChoice::kDevice:
       return "device";
+  }
+  return "?";
+}
+
+std::string to_string(ResidentChoice value) {
+  switch (value) {
+    case ResidentChoice::kAuto:
+      return "auto";
+    case ResidentChoice::kOn:
+      return "on";
+    case ResidentChoice::kOff:
+      return "off";
   }
   return "?";
 }

@@ -30,7 +30,6 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
   lo.prefetch = 3;
   backend.configure_loader(lo);
   loader = agree_on_usage([&] { return std::make_unique<data::Loader>(lo); });
-  input = backend.input_pipeline(*loader);
   labels = loader->store().label_names();
   agree_on_usage([&] {
     if (loader->steps_per_epoch(SplitKind::kTrain) == 0)
@@ -45,6 +44,8 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
 }
 
 RunData::~RunData() = default;
+
+void RunData::start_input(Backend& backend) { input = backend.input_pipeline(*loader); }
 
 RunShape RunData::shape(const TrainOptions& options, int world) const {
   return {RunConfig::of(options, labels),

@@ -9,12 +9,21 @@
 namespace pets::train {
 
 std::string startup_text(const StartupFacts& f) {
+  std::string input = f.device_input ? "device" : "cpu";
+  if (f.resident_bytes >= 0) {
+    char size[48];
+    const bool gib = f.resident_bytes >= (int64_t{1} << 30);
+    std::snprintf(size, sizeof size, " (resident, %.2f %s)",
+                  static_cast<double>(f.resident_bytes) / (gib ? 1 << 30 : 1 << 20),
+                  gib ? "GiB" : "MiB");
+    input += size;
+  }
   const std::string precision =
       f.precision == MixedPrecision::kNo ? "fp32" : "mixed precision " + to_string(f.precision);
   return "pets_train: " + count_text(f.ranks, "rank") + " on " + count_text(f.hosts, "host") +
          ", " + f.device + ", " + count_text(f.threads, "thread") + (f.ranks > 1 ? " each" : "") +
-         ", " + precision + ", BN " + to_string(f.bn_mode) + ", input " +
-         (f.device_input ? "device" : "cpu") + ", data " + f.data + " (" +
+         ", " + precision + ", BN " + to_string(f.bn_mode) + ", input " + input + ", data " +
+         f.data + " (" +
          (f.store_id.empty() ? std::string("a store without id") : "store " + f.store_id) + "), " +
          std::to_string(f.train_images) + " train / " + std::to_string(f.eval_images) +
          " eval images, " + count_text(f.steps_per_epoch, "step") + "/epoch, " +

@@ -3,6 +3,7 @@
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/backend.hpp"
+#include "pets/train/input_pipeline.hpp"
 #include "pets/train/run_data.hpp"
 
 namespace pets::train {
@@ -19,6 +20,7 @@ StartupFacts startup_facts(const TrainOptions& options, const comm::MpiComm& mpi
   f.precision = options.mixed_precision;
   f.bn_mode = options.bn_mode;
   f.device_input = backend.device_input();
+  f.resident_bytes = data.input->resident_bytes();
   f.data = options.data;
   f.store_id = data.loader->store().store_id();
   f.train_images = data.loader->store().split(SplitKind::kTrain).size();

@@ -7,6 +7,11 @@
 # accuracy within one evaluation image.
 # The comparison is shown able to fail by a third run with another seed, which it must tell apart.
 # An unknown --input value is a usage error (exit 2).
+# --resident on (every image held in the device's memory, the loader drawing only the boxes)
+# against the staged device path (--resident auto, off on the CPU): the same images bit for bit,
+# so the same epoch losses and accuracies and bitwise the same final weights; the start-up line
+# says which path ran. --resident on without the device input path, or an unknown value, is a
+# usage error (exit 2).
 # usage: test_input_paths.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=../train/script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../train/script_common.sh"
@@ -23,6 +28,7 @@ train_run() {  # NAME ARGS...: one run into folder NAME
 train_run cpu --input cpu --seed 42
 train_run device --input device --seed 42
 train_run other --input device --seed 43
+train_run resident --input device --resident on --seed 42
 grep -q "input: crops resized and normalised on cpu" device.err || fail "--input device: no notice"
 grep -q "input: crops" cpu.err && fail "--input cpu took the device path"
 
@@ -43,6 +49,33 @@ PY
 }
 agree cpu device || fail "--input device does not agree with --input cpu"
 agree cpu other > other.cmp && fail "the comparison cannot tell another seed apart"
+
+grep -q "input device (resident, [0-9.]* MiB)" resident.err ||
+  { fail "--resident on: the start-up line does not say so"; show resident.err; }
+grep -q "resident" device.err && fail "--input device on the CPU held the images (auto is CUDA only)"
+python3 - device/metrics.jsonl resident/metrics.jsonl <<'PY' || fail "--resident on: other epochs"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+keys = ("epoch", "train_loss", "correct", "evaluated", "accuracy")
+ok = len(a) == len(b) == 2 and all(x[k] == y[k] for x, y in zip(a, b) for k in keys)
+for x, y in zip(a, b):
+    print("epoch", x["epoch"], [(x[k], y[k]) for k in keys])
+sys.exit(0 if ok else 1)
+PY
+cmp device/model.safetensors resident/model.safetensors ||
+  fail "--resident on: the final weights differ from the staged path's"
+
+usage_exit() {  # NAME MESSAGE ARGS...: a usage error (exit 2) whose message mentions MESSAGE
+  local name=$1 message=$2
+  shift 2
+  run_np 2 "$train" "${common[@]}" --out "$name" "$@" > "$name.out" 2> "$name.err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$*: exit status $rc, not 2"
+  grep -q -- "error: .*$message" "$name.err" || { fail "$*: no error naming $message"; show "$name.err"; }
+}
+usage_exit resident_cpu "--resident on holds the images .*--input cpu" --input cpu --resident on
+usage_exit resident_auto "--resident on .*--input auto" --resident on
+usage_exit resident_bad "--resident must be one of auto, on, off" --resident yes
 
 run_np 2 "$train" "${common[@]}" --input gpu --out bad > bad.out 2> bad.err
 [ $? -eq 2 ] || fail "--input gpu: exit status not 2"

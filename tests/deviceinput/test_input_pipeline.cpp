@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "pets/train/backend.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/train/input_pipeline.hpp"
+#include "pets/train/resident_images.hpp"
 #include "pets/util/error.hpp"
 
 using pets::data::Loader;
@@ -155,4 +157,95 @@ TEST_F(InputPaths, RefusesAMismatchedLoaderOrAnotherStepsImages) {
   ASSERT_TRUE(first && second);
   EXPECT_THROW(input.images(*first), pets::Error);
   EXPECT_NO_THROW(input.images(*second));
+}
+
+// --resident on the CPU device: every image of the store held in one tensor, the loader drawing
+// only the boxes. Whole train and eval epochs give bitwise the images of the staged crops (the
+// same slots cut from the whole images, the same taps and arithmetic), the same labels and order.
+TEST_F(InputPaths, ResidentImagesGiveTheStagedPathsImagesBitForBit) {
+  Loader staged_loader(options(true)), resident_loader(options(true));
+  auto resident =
+      std::make_unique<pets::train::ResidentImages>(resident_loader.store(), torch::kCPU, 2, 4096);
+  EXPECT_EQ(resident->size_bytes(), pets::train::ResidentImages::bytes_of(resident_loader.store()));
+  resident_loader.set_output(pets::data::LoaderOutput::kBoxes);
+  InputPipeline staged(staged_loader, torch::kCPU, on_device()),
+      held(resident_loader, torch::kCPU, on_device(), std::move(resident));
+  EXPECT_EQ(staged.resident_bytes(), -1);
+  EXPECT_GT(held.resident_bytes(), 0);
+  std::int64_t images = 0;
+  for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      staged.start_epoch(kind, epoch);
+      held.start_epoch(kind, epoch);
+      while (auto a = staged.next()) {
+        auto b = held.next();
+        ASSERT_TRUE(b.has_value());
+        EXPECT_EQ(b->split, kind);
+        EXPECT_EQ(a->indices, b->indices);
+        EXPECT_EQ(a->labels, b->labels);
+        EXPECT_EQ(b->crop_bytes, 0);  // no pixel was copied on the host
+        EXPECT_EQ(b->crops.data, nullptr);
+        ASSERT_EQ(a->boxes.size(), b->boxes.size());
+        const at::Tensor x = staged.images(*a), y = held.images(*b);
+        EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+        EXPECT_TRUE(torch::equal(x, y))
+            << pets::data::split_name(kind) << " epoch " << epoch << " step " << a->step;
+        images += a->n;
+      }
+      EXPECT_FALSE(held.next().has_value());
+    }
+  EXPECT_EQ(images, 2 * 24);
+}
+
+TEST_F(InputPaths, ResidentImagesAreTheStoresImagesAndRefuseBoxesOutside) {
+  Loader loader(options(true));
+  const pets::data::Store& store = loader.store();
+  // A staging buffer smaller than one image: each fill holds one image (the buffer grows to it).
+  const pets::train::ResidentImages held(store, torch::kCPU, 3, 1);
+  for (const SplitKind kind : {SplitKind::kTrain, SplitKind::kEval})
+    for (std::int64_t i = 0; i < store.split(kind).size(); ++i) {
+      const pets::data::Image img = store.read_image(kind, i);
+      const pets::train::CropSlot s =
+          held.slot(kind, i, pets::data::CropBox{0, 0, img.height, img.width});
+      EXPECT_EQ(pets::train::row_stride(s), static_cast<std::int64_t>(img.width) * 3);
+      const at::Tensor bytes =
+          held.bytes().narrow(0, s.offset, pets::train::slot_end(s) - s.offset);
+      ASSERT_EQ(bytes.numel(), static_cast<std::int64_t>(img.pixels.size()));
+      EXPECT_EQ(std::memcmp(bytes.data_ptr<std::uint8_t>(), img.pixels.data(), img.pixels.size()),
+                0)
+          << pets::data::split_name(kind) << " image " << i;
+    }
+  const auto& shape = store.split(SplitKind::kEval).shapes[0];
+  EXPECT_NO_THROW(held.slot(SplitKind::kEval, 0, {1, 2, shape[0] - 1, shape[1] - 2}));
+  EXPECT_THROW(held.slot(SplitKind::kEval, 0, {1, 2, shape[0], shape[1] - 2}), pets::Error);
+  EXPECT_THROW(held.slot(SplitKind::kEval, 0, {0, 0, 0, 1}), pets::Error);
+  EXPECT_THROW(held.slot(SplitKind::kEval, store.split(SplitKind::kEval).size(), {0, 0, 1, 1}),
+               pets::Error);
+  EXPECT_THROW(held.slot(SplitKind::kTrain, -1, {0, 0, 1, 1}), pets::Error);
+  // A slot past the images, submitted by hand, is refused before any work.
+  pets::train::DeviceInput input(torch::kCPU, kSize);
+  pets::train::CropSlot past = held.slot(SplitKind::kEval, 0, {0, 0, 1, 1});
+  past.offset = held.bytes().numel() - 2;
+  EXPECT_THROW(input.submit(held, {past}), pets::Error);
+}
+
+TEST_F(InputPaths, ResidentPathRefusesALoaderThatStillStagesCrops) {
+  Loader crops(options(true));
+  EXPECT_THROW(
+      InputPipeline(crops, torch::kCPU, on_device(),
+                    std::make_unique<pets::train::ResidentImages>(crops.store(), torch::kCPU)),
+      pets::Error);
+  Loader boxes(options(true));
+  boxes.set_output(pets::data::LoaderOutput::kBoxes);
+  EXPECT_THROW(InputPipeline(boxes, torch::kCPU, on_device()), pets::Error);
+  // The output is fixed while an epoch runs.
+  boxes.start_epoch(SplitKind::kEval, 0);
+  EXPECT_THROW(boxes.set_output(pets::data::LoaderOutput::kCrops), pets::Error);
+}
+
+TEST(ResidentRule, HeldWhenTheStoreTakesAtMostHalfOfTheFreeMemory) {
+  EXPECT_TRUE(pets::train::resident_fits(1000, 2000));
+  EXPECT_FALSE(pets::train::resident_fits(1001, 2000));
+  EXPECT_FALSE(pets::train::resident_fits(1, -1));  // the driver did not say
+  EXPECT_TRUE(pets::train::resident_fits(0, 0));
 }

@@ -63,6 +63,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kTrain);
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
   EXPECT_EQ(o.input, pets::train::InputChoice::kAuto);
+  EXPECT_EQ(o.resident, pets::train::ResidentChoice::kAuto);
   EXPECT_EQ(o.threads, 0);
   EXPECT_EQ(o.loader_threads, 0);
   EXPECT_FALSE(o.deterministic);
@@ -94,6 +95,8 @@ TEST(TrainOptions, EveryOptionIsRead) {
                                 "cpu",
                                 "--input",
                                 "device",
+                                "--resident",
+                                "on",
                                 "--threads",
                                 "3",
                                 "--loader-threads",
@@ -114,6 +117,7 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kEval);
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
   EXPECT_EQ(o.input, pets::train::InputChoice::kDevice);
+  EXPECT_EQ(o.resident, pets::train::ResidentChoice::kOn);
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.loader_threads, 6);
   EXPECT_TRUE(o.deterministic);
@@ -318,6 +322,21 @@ TEST(TrainOptions, BadEnumValues) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--bn-mode", "frozen"}), "--bn-mode");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--device", "tpu"}), "--device");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--input", "gpu"}), "auto, cpu, device");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--resident", "yes"}), "--resident");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--resident", "yes"}), "auto, on, off");
+}
+
+// --resident holds the images for the device input path: `on` with --input cpu is refused and
+// says what to do; `off` and `auto` go with any --input.
+TEST(TrainOptions, ResidentOnNeedsTheDeviceInputPath) {
+  const std::string refusal = usage_error({"--data", "d", "--input", "cpu", "--resident", "on"});
+  EXPECT_MENTIONS(refusal, "--resident on");
+  EXPECT_MENTIONS(refusal, "--input cpu");
+  EXPECT_MENTIONS(refusal, "--input device or --resident off");
+  EXPECT_EQ(parse({"--data", "d", "--input", "cpu", "--resident", "off"}).options.resident,
+            pets::train::ResidentChoice::kOff);
+  EXPECT_EQ(parse({"--data", "d", "--input", "auto", "--resident", "on"}).options.resident,
+            pets::train::ResidentChoice::kOn);
 }
 
 TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {

@@ -106,6 +106,26 @@ TEST(Backend, ACpuRunGetsMpiItsPrecisionAndItsInputPath) {
   EXPECT_THROW(pets::train::make_backend(o, mpi), pets::UsageError);
 }
 
+// --resident on holds the images for the device input path: with --input auto on the CPU (the
+// CPU path) it is a usage error naming both options; with --input device it is taken.
+TEST(Backend, ResidentOnNeedsTheDeviceInputPath) {
+  const pets::comm::MpiComm mpi;
+  TrainOptions o;
+  o.data = "d";
+  o.device = DeviceChoice::kCpu;
+  o.resident = pets::train::ResidentChoice::kOn;
+  try {
+    (void)pets::train::make_backend(o, mpi);
+    ADD_FAILURE() << "no error";
+  } catch (const pets::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--resident on"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--input auto does not take on cpu"), std::string::npos)
+        << e.what();
+  }
+  o.input = pets::train::InputChoice::kDevice;
+  EXPECT_TRUE(pets::train::make_backend(o, mpi)->device_input());
+}
+
 // --deterministic sets LibTorch's process-wide switches (this test restores them) and cuBLAS's
 // workspace, and says so; without it nothing changes.
 TEST(Backend, DeterministicAsksForDeterministicAlgorithmsOnly) {

@@ -166,6 +166,35 @@ Diff compare_images(const at::Tensor& a, const at::Tensor& b, std::int64_t i) {
   return {d.max().item<double>(), d.mean().item<double>()};
 }
 
+/// `crops` cut out of whole images held one after another in one buffer, as ResidentImages holds
+/// a store: each slot's stride the image's row, the widest image's row unused after the last.
+HostCrops strided_crops(const std::vector<CropSource>& crops) {
+  std::vector<const Image*> held;
+  std::vector<std::int64_t> offsets;
+  std::int64_t total = 0, widest = 0;
+  for (const CropSource& c : crops)
+    if (std::find(held.begin(), held.end(), c.image) == held.end()) {
+      held.push_back(c.image);
+      offsets.push_back(total);
+      total += static_cast<std::int64_t>(c.image->pixels.size());
+      widest = std::max<std::int64_t>(widest, c.image->width);
+    }
+  HostCrops out;
+  out.bytes = torch::empty({total + widest * 3}, torch::kUInt8);
+  for (std::size_t k = 0; k < held.size(); ++k)
+    std::copy(held[k]->pixels.begin(), held[k]->pixels.end(),
+              out.bytes.data_ptr<std::uint8_t>() + offsets[k]);
+  for (const CropSource& c : crops) {
+    const auto k =
+        static_cast<std::size_t>(std::find(held.begin(), held.end(), c.image) - held.begin());
+    const std::int64_t stride = static_cast<std::int64_t>(c.image->width) * 3;
+    out.slots.push_back(
+        {offsets[k] + c.box.top * stride + static_cast<std::int64_t>(c.box.left) * 3, c.box.height,
+         c.box.width, stride});
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST(DeviceInput, TrainCropsMatchTransformTrain) {
@@ -251,8 +280,10 @@ TEST(DeviceInput, ToleranceDetectsAShiftOrAMissingAntialias) {
   EXPECT_GT(compare(shifted, 0, expected).mean_abs, 100 * kCropMeanAbs);
 
   namespace F = torch::nn::functional;
-  const at::Tensor crop =
-      staged.bytes.to(torch::kFloat32).view({1, box.height, box.width, 3}).permute({0, 3, 1, 2});
+  const at::Tensor crop = staged.bytes.narrow(0, 0, pets::train::crop_bytes(box))
+                              .to(torch::kFloat32)
+                              .view({1, box.height, box.width, 3})
+                              .permute({0, 3, 1, 2});
   const at::Tensor plain = F::interpolate(crop, F::InterpolateFuncOptions()
                                                     .size(std::vector<std::int64_t>{kSize, kSize})
                                                     .mode(torch::kBilinear)
@@ -276,7 +307,8 @@ TEST(DeviceInput, ChannelsLastShapesAndDtypes) {
   DeviceInput fp32(torch::kCPU, 64);
   EXPECT_FALSE(fp32.pinned());
   const HostCrops staged = fp32.stage(sources);
-  EXPECT_EQ(staged.bytes.numel(), 150 * 200 * 3 + 301 * 157 * 3);
+  // The crops, then the widest one's row (HostCrops).
+  EXPECT_EQ(staged.bytes.numel(), 150 * 200 * 3 + 301 * 157 * 3 + 200 * 3);
   const at::Tensor ref = fp32(staged);
   EXPECT_EQ(ref.sizes(), (std::vector<std::int64_t>{2, 3, 64, 64}));
   EXPECT_EQ(ref.scalar_type(), torch::kFloat32);
@@ -327,7 +359,7 @@ TEST(DeviceInput, RejectsSlotsPastTheBuffer) {
   const Image img = noise(20, 20, 1);
   DeviceInput input(torch::kCPU, 16);
   HostCrops staged = input.stage({CropSource{&img, {0, 0, 10, 10}}});
-  staged.slots[0].height = 11;
+  staged.slots[0].height = 12;  // one row more fits the room after the crop; two do not
   EXPECT_THROW(input.submit(staged), pets::Error);
   staged.bytes = torch::zeros({300}, torch::kFloat32);
   EXPECT_THROW(input.submit(staged), pets::Error);
@@ -430,7 +462,9 @@ TEST(BatchResize, NarrowLastCropsAndOverlappingSlots) {
   const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
   const std::vector<CropSource> crops = {
       {&wide, {3, 0, 20, 300}}, {&tall, {0, 0, 250, 9}}, {&tall, {10, 2, 200, 1}}};
-  const HostCrops staged = pets::train::stage_crops(crops, false);
+  // The crops without the room stage_crops leaves after them.
+  HostCrops staged = pets::train::stage_crops(crops, false);
+  staged.bytes = staged.bytes.narrow(0, 0, pets::train::slot_end(staged.slots.back()));
   const at::Tensor out =
       resize_normalize(staged.bytes, staged.slots, 64, norm.scale, norm.shift, torch::kFloat32);
   for (std::size_t i = 0; i < crops.size(); ++i)
@@ -452,6 +486,49 @@ TEST(BatchResize, NarrowLastCropsAndOverlappingSlots) {
   EXPECT_THROW(
       resize_normalize(past_end.bytes, past_end.slots, 64, norm.scale, norm.shift, torch::kFloat32),
       pets::Error);
+}
+
+TEST(BatchResize, StridedSlotsGiveThePackedCropsResultBitForBit) {
+  // Crops cut out of whole images by a row stride (ResidentImages) against the same crops packed
+  // (stage_crops): the same taps on the same bytes, so the same images bit for bit, in every
+  // dtype and at two output sizes.
+  const std::vector<Image> images = test_images();
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  for (const int size : {kSize, 37}) {
+    const std::vector<CropSource> crops = random_crops(images, 23 + size, 40);
+    const HostCrops packed = pets::train::stage_crops(crops, false);
+    const HostCrops strided = strided_crops(crops);
+    for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      const at::Tensor a =
+          resize_normalize(packed.bytes, packed.slots, size, norm.scale, norm.shift, dtype);
+      const at::Tensor b =
+          resize_normalize(strided.bytes, strided.slots, size, norm.scale, norm.shift, dtype);
+      EXPECT_TRUE(torch::equal(a, b)) << size << " " << c10::toString(dtype);
+    }
+  }
+}
+
+TEST(BatchResize, RefusesStridedSlotsOutsideTheBuffer) {
+  const std::vector<Image> images = test_images();
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const std::vector<CropSource> crops = {{&images[0], {0, 0, images[0].height, images[0].width}}};
+  HostCrops strided = strided_crops(crops);
+  EXPECT_NO_THROW(
+      resize_normalize(strided.bytes, strided.slots, 32, norm.scale, norm.shift, torch::kFloat32));
+  // Rows closer than the row is wide.
+  HostCrops narrow = strided;
+  narrow.slots[0].stride = narrow.slots[0].width * 3 - 3;
+  EXPECT_THROW(
+      resize_normalize(narrow.bytes, narrow.slots, 32, norm.scale, norm.shift, torch::kFloat32),
+      pets::Error);
+  // A stride that carries the last row past the end.
+  HostCrops past = strided;
+  past.slots[0].stride += 3 * images[0].width;
+  EXPECT_THROW(
+      resize_normalize(past.bytes, past.slots, 32, norm.scale, norm.shift, torch::kFloat32),
+      pets::Error);
+  DeviceInput input(torch::kCPU, 32);
+  EXPECT_THROW(input(past), pets::Error);
 }
 
 TEST(BatchResize, HalfPrecisionIsTheFloatResultRoundedOnce) {
@@ -679,4 +756,45 @@ TEST(DeviceInputCuda, KernelMatchesBatchedPathAndCpuPath) {
   std::printf(
       "CUDA kernel vs CPU path: max |diff| %.3g, mean %.3g over %d crops; vs batched %.3g\n",
       vs_cpu.worst, vs_cpu.mean(), vs_cpu.crops, vs_batched);
+}
+
+// The kernel with a row stride (crops cut out of whole images held on the device, as
+// ResidentImages holds a store) against the same crops packed: bit for bit, in every dtype; a
+// stride narrower than the row or carrying the crop past the bytes is refused.
+TEST(DeviceInputCuda, KernelStridedSlotsGiveThePackedCropsResultBitForBit) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const pets::train::CudaParts* cuda = pets::train::cuda_parts();
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<Image> images = test_images();
+  const torch::Device device(torch::kCUDA);
+  const pets::train::InputNormalization norm = pets::train::input_normalization(device);
+  for (const int size : {kSize, 37}) {
+    const std::vector<CropSource> crops = random_crops(images, 29 + size, 60);
+    const HostCrops packed = pets::train::stage_crops(crops, false);
+    const HostCrops strided = strided_crops(crops);
+    const at::Tensor packed_bytes = packed.bytes.to(device);
+    const at::Tensor strided_bytes = strided.bytes.to(device);
+    for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
+      const at::Tensor a =
+          cuda->resize_normalize(packed_bytes, packed.slots, size, norm.scale, norm.shift, dtype);
+      const at::Tensor b =
+          cuda->resize_normalize(strided_bytes, strided.slots, size, norm.scale, norm.shift, dtype);
+      EXPECT_TRUE(torch::equal(a, b)) << size << " " << c10::toString(dtype);
+    }
+    // The batched tensor path on the device reads the same strided slots.
+    EXPECT_TRUE(torch::equal(
+        resize_normalize(packed_bytes, packed.slots, size, norm.scale, norm.shift, torch::kFloat32),
+        resize_normalize(strided_bytes, strided.slots, size, norm.scale, norm.shift,
+                         torch::kFloat32)));
+    std::vector<pets::train::CropSlot> narrow = strided.slots;
+    narrow.front().stride = narrow.front().width * 3 - 3;
+    EXPECT_THROW(cuda->resize_normalize(strided_bytes, narrow, size, norm.scale, norm.shift,
+                                        torch::kFloat32),
+                 pets::Error);
+    std::vector<pets::train::CropSlot> past = strided.slots;
+    past.back().stride = strided_bytes.numel();
+    EXPECT_THROW(
+        cuda->resize_normalize(strided_bytes, past, size, norm.scale, norm.shift, torch::kFloat32),
+        pets::Error);
+  }
 }

@@ -57,6 +57,13 @@ TEST(RunReport, StartupLineOfAGpuRun) {
   EXPECT_NE(pets::train::startup_text(f).find("16 ranks on 2 hosts, cuda NVIDIA H200, 4 threads "
                                               "each, mixed precision fp16,"),
             std::string::npos);
+  // The store's images held on the device (--resident): the path and its size.
+  f.resident_bytes = 1825361100;
+  EXPECT_NE(pets::train::startup_text(f).find(", input device (resident, 1.70 GiB), data "),
+            std::string::npos);
+  f.resident_bytes = 9604000;
+  EXPECT_NE(pets::train::startup_text(f).find(", input device (resident, 9.16 MiB), data "),
+            std::string::npos);
 }
 
 TEST(RunReport, DurationText) {

@@ -32,6 +32,7 @@ namespace pets::data {
 enum class LoaderOutput {
   kPixels,  ///< normalised float pixels, resized on the CPU (Batch::pixels)
   kCrops,   ///< each image's crop box as uint8 bytes, for a device to resize and normalise
+  kBoxes,   ///< only each image's crop box (Batch::boxes), for a device that holds every image
 };
 
 /// A host buffer the loader fills with crops: `data` holds at least the bytes asked for; `owner`
@@ -68,7 +69,8 @@ struct LoaderOptions {
 /// One batch: normalised float pixels, channels last (NHWC: what the model consumes, viewed as
 /// an NCHW tensor with channels-last strides), plus labels; or, with LoaderOutput::kCrops, the
 /// uint8 crops that resize to those pixels (train: the RandomResizedCrop box the CPU path draws
-/// from the same random stream; eval: the whole image).
+/// from the same random stream; eval: the whole image); or, with LoaderOutput::kBoxes, only those
+/// boxes, of images `indices` of split `split`, which a device holding every image cuts itself.
 struct Batch {
   std::vector<float> pixels;          ///< kPixels: n * h * w * 3; kCrops: empty
   std::vector<std::int64_t> labels;   ///< n
@@ -76,9 +78,13 @@ struct Batch {
   std::int64_t n = 0;
   int h = 0;
   int w = 0;
-  std::int64_t step = 0;  ///< index of the batch in the epoch
+  std::int64_t step = 0;                ///< index of the batch in the epoch
+  SplitKind split = SplitKind::kTrain;  ///< the split `indices` are of
   /// kCrops: crop i is boxes[i].height x boxes[i].width x 3 bytes (HWC) at crop_offsets[i] of
-  /// `crops`, packed in batch order; boxes are in the stored image's coordinates.
+  /// `crops`, packed in batch order, crop_bytes in all; `crops` holds one row of the widest box
+  /// (its width * 3 bytes) more, unused, so that a device may read every row as wide as the
+  /// widest (pets/train/device_input.hpp's HostCrops). Boxes are in the stored image's
+  /// coordinates (kBoxes: the boxes alone).
   StagingBuffer crops;
   std::int64_t crop_bytes = 0;
   std::vector<CropBox> boxes;
@@ -109,6 +115,11 @@ class Loader {
   /// This rank's images of a step, in order (split indices).
   std::vector<std::int64_t> step_indices(SplitKind kind, std::int64_t epoch,
                                          std::int64_t step) const;
+
+  /// Changes what the batches carry (LoaderOptions::output); only while no epoch runs (before
+  /// start_epoch), else throws pets::Error. The input path can so be chosen once the store is
+  /// open (InputPipeline's resident images).
+  void set_output(LoaderOutput output);
 
   /// Starts producing an epoch's batches on the worker threads (stops a running one), from
   /// `first_step` on (a resumed epoch; batches are pure functions of (kind, epoch, step)).

@@ -38,7 +38,8 @@ struct InputNormalization {
 };
 InputNormalization input_normalization(const c10::Device& device);
 
-/// The crops `slots` of the flat uint8 buffer `bytes` (on any device; HWC bytes, see CropSlot)
+/// The crops `slots` of the flat uint8 buffer `bytes` (on any device; HWC bytes, packed or with
+/// a row stride, see CropSlot)
 /// resized to size x size and normalised: v * scale[c] - shift[c] with `scale` and `shift`
 /// [1, 3, 1, 1] float32 tensors on bytes' device. Returns [n, 3, size, size], channels-last,
 /// `dtype` (float32, bfloat16 or float16; the arithmetic is float32, rounded once at the end).

@@ -37,6 +37,9 @@ class InputStream {
   /// host, runs `work` on the uploaded bytes, and returns its result with the event after it.
   virtual PendingImages submit(const at::Tensor& host,
                                const std::function<at::Tensor(const at::Tensor&)>& work) = 0;
+  /// On the stream: runs `work` (on bytes already on the device: ResidentImages) and returns its
+  /// result with the event after it.
+  virtual PendingImages run(const std::function<at::Tensor()>& work) = 0;
 };
 
 /// What only a CUDA build can make.
@@ -55,6 +58,9 @@ class CudaParts {
   /// "1.20 GiB of 139.81 GiB free" on CUDA device `index`, once LibTorch's cache of freed
   /// blocks is given back to the driver; empty when the driver does not say.
   virtual std::string memory_text(int index) const = 0;
+  /// The bytes free on CUDA device `index` once LibTorch's cache of freed blocks is given back to
+  /// the driver (what memory_text names), or -1 when the driver does not say.
+  virtual std::int64_t free_memory(int index) const = 0;
   /// resize_normalize's result (batch_resize.hpp; the same contract and errors, `bytes` on a
   /// CUDA device) from one kernel on the current stream: each output pixel computed from the crop
   /// with data::bilinear_taps' taps in data::resize_crop_bilinear's order, the slots the only

@@ -31,6 +31,8 @@
 
 namespace pets::train {
 
+class ResidentImages;
+
 /// The device path's stated tolerance against the CPU path (data::transform_train /
 /// transform_eval of the same boxes), in normalised units, where one grey level is 0.0153 to
 /// 0.0175. The bounds were set for LibTorch's antialiased interpolate (its own float taps; max
@@ -49,14 +51,40 @@ struct CropSource {
   data::CropBox box;
 };
 
-/// Where one crop lies in a HostCrops buffer: height * width * 3 bytes (HWC) from `offset`.
+/// Where one crop lies in a flat uint8 buffer: `height` rows of width * 3 bytes (HWC), the first
+/// from `offset`, each `stride` bytes after the one before. A HostCrops buffer packs its crops
+/// (stride width * 3); a crop cut straight out of a whole stored image (ResidentImages) has the
+/// image's row, its width * 3, as its stride.
 struct CropSlot {
   std::int64_t offset = 0;
   int height = 0;
   int width = 0;
+  std::int64_t stride = 0;  ///< bytes from one row's start to the next's; 0: width * 3 (packed)
 };
 
-/// A batch of uint8 RGB crops packed one after another in one host buffer.
+/// `slot`'s bytes from one row to the next (its stride, or width * 3 when that is 0).
+inline std::int64_t row_stride(const CropSlot& slot) {
+  return slot.stride != 0 ? slot.stride : static_cast<std::int64_t>(slot.width) * 3;
+}
+
+/// One past `slot`'s last byte: where its last row ends.
+inline std::int64_t slot_end(const CropSlot& slot) {
+  return slot.offset + static_cast<std::int64_t>(slot.height - 1) * row_stride(slot) +
+         static_cast<std::int64_t>(slot.width) * 3;
+}
+
+/// Whether `slot` is a non-empty crop lying inside `total` bytes, its rows no narrower than its
+/// stride allows (stride >= width * 3).
+inline bool slot_inside(const CropSlot& slot, std::int64_t total) {
+  return slot.height > 0 && slot.width > 0 && slot.offset >= 0 &&
+         row_stride(slot) >= static_cast<std::int64_t>(slot.width) * 3 && slot_end(slot) <= total;
+}
+
+/// A batch of uint8 RGB crops packed one after another in one host buffer. stage_crops and the
+/// loader leave one row of the widest crop (its width * 3 bytes) unused after the last crop:
+/// resize_normalize reads every row as wide as the widest, and with that room it reads each crop
+/// from its own first byte, as it reads crops cut out of whole images (ResidentImages), so that
+/// both give the same result bit for bit.
 struct HostCrops {
   at::Tensor bytes;             ///< uint8 [total bytes] on the CPU; pinned when staged for CUDA
   std::vector<CropSlot> slots;  ///< one per image, in batch order
@@ -71,7 +99,8 @@ std::int64_t crop_bytes(const data::CropBox& box);
 /// pets::Error when the box does not lie inside the image.
 void copy_crop(const data::Image& image, const data::CropBox& box, std::uint8_t* dst);
 
-/// Packs the crops into one new host buffer, page-locked when `pinned` (which needs CUDA).
+/// Packs the crops into one new host buffer, page-locked when `pinned` (which needs CUDA), with
+/// the widest crop's row unused after them (HostCrops).
 HostCrops stage_crops(const std::vector<CropSource>& crops, bool pinned);
 
 /// When the images of a submitted batch are ready: on CUDA, the event after the batch's last
@@ -101,7 +130,8 @@ class PendingImages {
   std::shared_ptr<ImagesReady> ready_;
 };
 
-/// Uploads, resizes and normalises staged crops on one device.
+/// Uploads, resizes and normalises staged crops on one device (or cuts them out of the images it
+/// holds: pets/train/resident_images.hpp).
 class DeviceInput {
  public:
   /// `size`: output side in pixels; `dtype`: float32, bfloat16 or float16 (the arithmetic is
@@ -131,6 +161,11 @@ class DeviceInput {
 
   /// submit(crops).get().
   at::Tensor operator()(const HostCrops& crops) { return submit(crops).get(); }
+
+  /// The same for crops already on this device: `slots` of `images` (ResidentImages::slot), cut
+  /// and resized there, nothing uploaded but the slots. Throws pets::Error when `images` are on
+  /// another device or a slot lies outside them.
+  PendingImages submit(const ResidentImages& images, const std::vector<CropSlot>& slots);
 
  private:
   struct Impl;

@@ -7,6 +7,9 @@
 ///           CUDA; LoaderOutput::kCrops), and DeviceInput uploads, resizes and normalises it on
 ///           the model's device, one batch ahead: on CUDA the next batch's upload and kernels run
 ///           on the input stream while the current step runs. The default on CUDA.
+///           With --resident (pets/train/resident_images.hpp) the device holds every image of
+///           the store: the loader only draws the boxes (LoaderOutput::kBoxes), and the device
+///           cuts and resizes them, bit for bit the images of the staged crops.
 /// Both give the same images within DeviceInput's stated tolerance (tests/train/
 /// test_device_input.cpp; this part's test compares whole epochs of the two paths).
 
@@ -23,6 +26,7 @@ namespace pets::train {
 
 class DeviceInput;
 class PendingImages;
+class ResidentImages;
 
 /// Sets the loader's output for the chosen path: on the device path, crops staged into memory
 /// that InputPipeline can upload (page-locked when `pinned`); else the CPU path's pixels. Call
@@ -33,16 +37,19 @@ void configure_loader(data::LoaderOptions& options, bool device_input, bool pinn
 class InputPipeline {
  public:
   /// The images of `loader` (which must outlive this) on `device`: made by `input` (on the same
-  /// device) from the crops the loader stages, or, when it is null, from the loader's pixels. The
-  /// loader must have been configured by configure_loader for the same path; throws pets::Error
-  /// otherwise.
-  InputPipeline(data::Loader& loader, const c10::Device& device,
-                std::unique_ptr<DeviceInput> input);
+  /// device) from the crops the loader stages, or, with `resident` (the images of the loader's
+  /// store, on the same device), from the boxes alone; when `input` is null, from the loader's
+  /// pixels. The loader must have been configured by configure_loader for the same path (and
+  /// set to LoaderOutput::kBoxes for `resident`); throws pets::Error otherwise.
+  InputPipeline(data::Loader& loader, const c10::Device& device, std::unique_ptr<DeviceInput> input,
+                std::unique_ptr<ResidentImages> resident = nullptr);
   ~InputPipeline();
   InputPipeline(const InputPipeline&) = delete;
   InputPipeline& operator=(const InputPipeline&) = delete;
 
   bool device_input() const { return input_ != nullptr; }
+  /// The bytes of the images held on the device, or -1 when the crops are staged per batch.
+  std::int64_t resident_bytes() const;
 
   /// Starts an epoch of `kind` from `first_step` (data::Loader::start_epoch).
   void start_epoch(data::SplitKind kind, std::int64_t epoch, std::int64_t first_step = 0);
@@ -68,7 +75,8 @@ class InputPipeline {
 
   data::Loader& loader_;
   c10::Device device_;
-  std::unique_ptr<DeviceInput> input_;  ///< null on the CPU path
+  std::unique_ptr<DeviceInput> input_;        ///< null on the CPU path
+  std::unique_ptr<ResidentImages> resident_;  ///< null unless the device holds the images
   std::optional<data::Batch> ahead_;
   std::unique_ptr<PendingImages> ahead_images_;
   at::Tensor current_images_;

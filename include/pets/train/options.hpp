@@ -29,6 +29,11 @@ enum class ResumeMode {
 /// Where the images are resized and normalised: by the loader on the CPU, or on the model's
 /// device from uint8 crops (pets/train/input_pipeline.hpp); auto: the device when it is CUDA.
 enum class InputChoice { kAuto, kCpu, kDevice };
+/// On the device input path, whether every image of the store is held in the device's memory
+/// (pets/train/resident_images.hpp), so that the loader stages no pixels: on; off (each batch's
+/// crops staged and uploaded); auto: on when the device is CUDA and the store takes at most half
+/// of its free memory once the model is on it (Backend::input_pipeline).
+enum class ResidentChoice { kAuto, kOn, kOff };
 
 /// Everything pets_train can be told. Defaults are the tutorial's where it has one; these
 /// member initialisers are the only place they are written (--help and --write-config print them).
@@ -43,7 +48,8 @@ struct TrainOptions {
   std::string pretrained;           ///< safetensors with timm's keys; empty: random init
   BnMode bn_mode = BnMode::kTrain;  ///< see BnMode
   DeviceChoice device = DeviceChoice::kAuto;
-  InputChoice input = InputChoice::kAuto;  ///< see InputChoice
+  InputChoice input = InputChoice::kAuto;           ///< see InputChoice
+  ResidentChoice resident = ResidentChoice::kAuto;  ///< see ResidentChoice
   int threads = 0;         ///< CPU threads per rank; 0: the cores in the affinity mask
   int loader_threads = 0;  ///< loader worker threads per rank; 0: loader_workers' choice
   /// Deterministic algorithms only (cuDNN's, cuBLAS's fixed workspace; LibTorch refuses an
@@ -135,5 +141,6 @@ std::string to_string(BnMode value);
 std::string to_string(DeviceChoice value);
 std::string to_string(ResumeMode value);
 std::string to_string(InputChoice value);
+std::string to_string(ResidentChoice value);
 
 }  // namespace pets::train

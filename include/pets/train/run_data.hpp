@@ -37,9 +37,13 @@ struct RunData {
   RunData(const RunData&) = delete;
   RunData& operator=(const RunData&) = delete;
 
+  /// Makes `input` from the loader (Backend::input_pipeline): once the model is on the device,
+  /// whose free memory decides whether the store's images are held there. Collective.
+  void start_input(Backend& backend);
+
   std::unique_ptr<data::Loader> loader;
-  std::unique_ptr<InputPipeline> input;
-  std::vector<std::string> labels;  ///< the store's class names, in the head's order
+  std::unique_ptr<InputPipeline> input;  ///< null until start_input
+  std::vector<std::string> labels;       ///< the store's class names, in the head's order
 
   /// The run of `options` on `world` ranks with these data, as resume compares it with a
   /// checkpoint's.

@@ -22,8 +22,10 @@ struct StartupFacts {
   MixedPrecision precision = MixedPrecision::kNo;
   BnMode bn_mode = BnMode::kTrain;
   bool device_input = false;  ///< crops resized and normalised on the device (--input)
-  std::string data;           ///< --data as given
-  std::string store_id;       ///< empty for a store written before stores had one
+  /// The bytes of the store's images held on the device (--resident); -1: streamed per batch.
+  int64_t resident_bytes = -1;
+  std::string data;      ///< --data as given
+  std::string store_id;  ///< empty for a store written before stores had one
   int64_t train_images = 0;
   int64_t eval_images = 0;
   int64_t steps_per_epoch = 0;
@@ -33,7 +35,7 @@ struct StartupFacts {
 
 /// The start-up line: `pets_train: 2 ranks on 1 host, cpu, 4 threads each, fp32, BN train, input
 /// cpu, data pets.h5 (store 0123...), 5920 train / 1480 eval images, 185 steps/epoch, 5 epochs,
-/// out runs/x`.
+/// out runs/x`; with the images held on the device, `input device (resident, 1.62 GiB)`.
 std::string startup_text(const StartupFacts& facts);
 
 /// A duration as the progress line shows it, rounded to the second: `45s`, `3m12s`, `2h05m`.

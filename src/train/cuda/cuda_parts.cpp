@@ -87,10 +87,24 @@ class CudaInputStream final : public InputStream {
     return PendingImages(std::move(images), std::make_shared<CudaImagesReady>(stream_));
   }
 
+  PendingImages run(const std::function<at::Tensor()>& work) override {
+    const c10::cuda::CUDAStreamGuard guard(stream_);
+    at::Tensor images = work();
+    return PendingImages(std::move(images), std::make_shared<CudaImagesReady>(stream_));
+  }
+
  private:
   c10::Device device_;
   c10::cuda::CUDAStream stream_;
 };
+
+/// The free and total bytes of CUDA device `index` once LibTorch's cache is given back to the
+/// driver; false when the driver does not say.
+bool memory_info(int index, std::size_t* free, std::size_t* total) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return cudaMemGetInfo(free, total) == cudaSuccess;
+}
 
 class Parts final : public CudaParts {
  public:
@@ -115,11 +129,15 @@ class Parts final : public CudaParts {
     return properties.name;
   }
 
-  std::string memory_text(int index) const override {
-    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
-    c10::cuda::CUDACachingAllocator::emptyCache();
+  std::int64_t free_memory(int index) const override {
     std::size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return "";
+    if (!memory_info(index, &free, &total)) return -1;
+    return static_cast<std::int64_t>(free);
+  }
+
+  std::string memory_text(int index) const override {
+    std::size_t free = 0, total = 0;
+    if (!memory_info(index, &free, &total)) return "";
     const auto gib = [](std::size_t bytes) {
       char text[32];
       std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
@@ -152,10 +170,10 @@ class Parts final : public CudaParts {
     auto* kernel_slots = reinterpret_cast<cuda::KernelSlot*>(host.data_ptr<std::uint8_t>());
     for (std::int64_t i = 0; i < n; ++i) {
       const CropSlot& s = slots[static_cast<std::size_t>(i)];
-      PETS_CHECK(s.height > 0 && s.width > 0 && s.offset >= 0 &&
-                     s.offset + static_cast<std::int64_t>(s.height) * s.width * 3 <= bytes.numel(),
-                 "resize_normalize: a crop slot is empty or runs past the buffer");
-      kernel_slots[i] = cuda::KernelSlot{s.offset, s.height, s.width};
+      PETS_CHECK(slot_inside(s, bytes.numel()),
+                 "resize_normalize: a crop slot is empty, narrower than its rows or runs past "
+                 "the buffer");
+      kernel_slots[i] = cuda::KernelSlot{s.offset, row_stride(s), s.height, s.width};
     }
     const at::Tensor on_device = host.to(bytes.device(), at::kByte, /*non_blocking=*/true);
     const cudaError_t error = cuda::launch_resize_normalize(

@@ -52,10 +52,9 @@ __global__ void resize_normalize_kernel(const std::uint8_t* __restrict__ bytes,
   const KernelSlot s = slots[i];
   const Taps ty(s.height, size, y);
   const Taps tx(s.width, size, x);
-  const std::int64_t row_bytes = static_cast<std::int64_t>(s.width) * 3;
   float r = 0.0f, g = 0.0f, b = 0.0f;
   for (int ky = 0; ky < ty.count; ++ky) {
-    const std::uint8_t* p = bytes + s.offset + (ty.first + ky) * row_bytes + tx.first * 3;
+    const std::uint8_t* p = bytes + s.offset + (ty.first + ky) * s.stride + tx.first * 3;
     float hr = 0.0f, hg = 0.0f, hb = 0.0f;
     for (int kx = 0; kx < tx.count; ++kx, p += 3) {
       const float w = tx.weight(kx);

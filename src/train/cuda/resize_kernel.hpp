@@ -12,9 +12,11 @@
 
 namespace pets::train::cuda {
 
-/// One crop of the packed bytes: `height` x `width` HWC uint8 pixels from byte `offset`.
+/// One crop of the bytes: `height` x `width` HWC uint8 pixels from byte `offset`, each row
+/// `stride` bytes after the one before (width * 3 when packed).
 struct KernelSlot {
   std::int64_t offset;
+  std::int64_t stride;
   std::int32_t height;
   std::int32_t width;
 };
