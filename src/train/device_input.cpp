@@ -118,7 +118,7 @@ PendingImages DeviceInput::submit(const ResidentImages& images,
                "device input: a crop slot lies outside the resident images");
   if (!impl_->stream)
     return PendingImages(resize_normalize(bytes, slots, size_, impl_->scale, impl_->shift, dtype_));
-  return impl_->stream->run([&] {
+  return impl_->stream->run(bytes, [&] {
     return impl_->cuda->resize_normalize(bytes, slots, size_, impl_->scale, impl_->shift, dtype_);
   });
 }

@@ -92,8 +92,7 @@ class Trainer {
 
 void Trainer::setup() {
   backend_ = make_backend(options_, mpi_, switches_);
-  // Before the first tensor: every step's activations then reuse mapped pages
-  // (pets/util/memory.hpp).
+  // Before the first tensor: every step's activations then reuse mapped pages (util/memory.hpp).
   if (!switches_.default_malloc && !retain_freed_memory())
     log_.note("notice: the allocator refused to keep freed memory; steps may run slower");
   const ThreadChoice threads = choose_threads(options_.threads, mpi_.local_size());

@@ -37,9 +37,10 @@ class InputStream {
   /// host, runs `work` on the uploaded bytes, and returns its result with the event after it.
   virtual PendingImages submit(const at::Tensor& host,
                                const std::function<at::Tensor(const at::Tensor&)>& work) = 0;
-  /// On the stream: runs `work` (on bytes already on the device: ResidentImages) and returns its
-  /// result with the event after it.
-  virtual PendingImages run(const std::function<at::Tensor()>& work) = 0;
+  /// On the stream: runs `work` on `source` (bytes already on the device: ResidentImages) and
+  /// returns its result with the event after it. `source`'s memory is marked as in use on the
+  /// stream, so that freeing it waits for the work.
+  virtual PendingImages run(const at::Tensor& source, const std::function<at::Tensor()>& work) = 0;
 };
 
 /// What only a CUDA build can make.

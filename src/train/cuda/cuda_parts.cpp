@@ -87,9 +87,10 @@ class CudaInputStream final : public InputStream {
     return PendingImages(std::move(images), std::make_shared<CudaImagesReady>(stream_));
   }
 
-  PendingImages run(const std::function<at::Tensor()>& work) override {
+  PendingImages run(const at::Tensor& source, const std::function<at::Tensor()>& work) override {
     const c10::cuda::CUDAStreamGuard guard(stream_);
     at::Tensor images = work();
+    c10::cuda::CUDACachingAllocator::recordStream(source.storage().data_ptr(), stream_);
     return PendingImages(std::move(images), std::make_shared<CudaImagesReady>(stream_));
   }
 
