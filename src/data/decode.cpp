@@ -200,13 +200,20 @@ int gif_read(GifFileType* gif, GifByteType* out, int len) {
   return static_cast<int>(n);
 }
 
+/// giflib's text for error `code`; GifErrorString returns null for 0 (a read that failed without
+/// setting a code) and for codes it does not know.
+std::string gif_error_text(int code) {
+  const char* text = GifErrorString(code);
+  return text != nullptr ? text : "giflib error " + std::to_string(code);
+}
+
 void decode_gif(const std::uint8_t* data, std::size_t size, const DecodeOptions& opt,
                 DecodeResult& r) {
   GifSource src{data, size, 0};
   int err = 0;
   GifFileType* gif = DGifOpen(&src, gif_read, &err);
   if (!gif) {
-    r.reason = std::string("corrupt GIF: ") + GifErrorString(err);
+    r.reason = "corrupt GIF: " + gif_error_text(err);
     return;
   }
   struct Closer {
@@ -229,7 +236,7 @@ void decode_gif(const std::uint8_t* data, std::size_t size, const DecodeOptions&
     return;
   }
   if (DGifSlurp(gif) != GIF_OK && gif->ImageCount < 1) {
-    r.reason = std::string("corrupt GIF: ") + GifErrorString(gif->Error);
+    r.reason = "corrupt GIF: " + gif_error_text(gif->Error);
     return;
   }
   if (gif->ImageCount < 1) {

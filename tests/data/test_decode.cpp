@@ -113,6 +113,16 @@ TEST(Decode, GifFirstFrame) {
   }
 }
 
+// A GIF whose first frame's read fails without giflib setting an error code (GifErrorString(0)
+// is null): found by fuzz/fuzz_decode.cpp, it crashed the reason's text.
+TEST(Decode, GifFailingWithoutAnErrorCodeIsAReason) {
+  const std::vector<std::uint8_t> bytes = {71, 73, 70, 56, 55, 97, 16, 0,   12, 0,   71, 73,
+                                           70, 44, 0,  0,  51, 50, 50, 114, 51, 102, 14};
+  const DecodeResult r = decode(bytes);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.reason.rfind("corrupt GIF: ", 0), 0u) << r.reason;
+}
+
 TEST(Decode, BadFilesAreReasonsNotExceptions) {
   const auto jpeg = encode_jpeg(sample());
   EXPECT_EQ(decode({}).reason, "empty file");
