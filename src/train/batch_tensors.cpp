@@ -21,7 +21,11 @@ at::Tensor batch_images(data::Batch& batch, const c10::Device& device) {
 }
 
 at::Tensor batch_labels(data::Batch& batch, const c10::Device& device) {
-  return torch::from_blob(batch.labels.data(), {batch.n}, torch::kInt64).to(device);
+  const torch::Tensor labels = torch::from_blob(batch.labels.data(), {batch.n}, torch::kInt64);
+  if (device.is_cpu()) return labels.to(device);
+  // Through page-locked memory, so that the copy is queued without waiting for the device; the
+  // pinned allocator keeps the block until the copy has read it.
+  return labels.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 }  // namespace pets::train

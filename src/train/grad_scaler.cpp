@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -18,13 +20,14 @@ bool GradScaler::unscale(const std::vector<at::Tensor>& grads) const {
   torch::NoGradGuard no_grad;
   // PyTorch multiplies by the float32 reciprocal of the scale; so do we, for the same bits.
   const float inverse = static_cast<float>(1.0 / scale_);
-  bool finite = true;
+  std::vector<at::Tensor> finite;
   for (const at::Tensor& g : grads) {
     if (!g.defined()) continue;
     g.mul_(inverse);
-    finite = finite && g.isfinite().all().item<bool>();
+    finite.push_back(g.isfinite().all());
   }
-  return finite;
+  // One read of the device for all of them.
+  return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
 void GradScaler::update(bool found_inf) {

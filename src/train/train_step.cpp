@@ -50,7 +50,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
     reduced.narrow(0, 0, weight_numel).copy_(fc->weight.grad().flatten());
     reduced.narrow(0, weight_numel, head_numel - weight_numel).copy_(fc->bias.grad());
-    reduced[head_numel] = loss.item<double>();
+    reduced[head_numel].copy_(loss.detach());  // on the device: no wait for the forward pass
     reduced[head_numel + 1] = static_cast<double>(batch.n);
   }
   if (settings_.rank_state) {
@@ -69,9 +69,13 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const bool skew = inject_fault(settings_.fault, comm_.rank(), schedule_.step_count());
   comm_.allreduce_sum(reduced);
   if (skew) reduced[0] += 1.0;
+  // The step's one read of the device: the summed loss, the image count and the stop requests.
+  const torch::Tensor totals = reduced.narrow(0, head_numel, 3).to(torch::kCPU);
+  const double* total = totals.data_ptr<double>();
   // The gradient of the mean loss over the global batch: what one process holding all of it
-  // computes, also when the last batch is split unevenly (or empty on some ranks).
-  const double global_n = reduced[head_numel + 1].item<double>();
+  // computes, also when the last batch is split unevenly (or empty on some ranks). Divided by a
+  // host number: a divisor on the device can round differently on CUDA.
+  const double global_n = total[1];
   {
     torch::NoGradGuard no_grad;
     const torch::Tensor grads = (reduced.narrow(0, 0, head_numel) / global_n).to(torch::kFloat32);
@@ -87,7 +91,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     ++verified_;
   }
   StepResult result;
-  result.loss_sum = reduced[head_numel].item<double>();
+  result.loss_sum = total[0];
   result.images = static_cast<int64_t>(global_n);
   result.lr = schedule_.lr();
   last_lr_ = result.lr;
@@ -100,7 +104,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   }
   if (scaler_) scaler_->update(result.skipped);
   adam_->zero_grad();
-  result.stop = reduced[head_numel + 2].item<double>() > 0.0;
+  result.stop = total[2] > 0.0;
   if (state_numel > 0)
     result.rank_states =
         reduced.narrow(0, head_numel + 3, comm_.size() * state_numel).view({comm_.size(), -1});

@@ -18,7 +18,8 @@ namespace pets::train {
 /// copy that keeps the layout. Throws pets::Error when the pixel count is not n * h * w * 3.
 at::Tensor batch_images(data::Batch& batch, const c10::Device& device);
 
-/// The batch's labels as an [n] int64 tensor on `device` (on the CPU a view of batch.labels).
+/// The batch's labels as an [n] int64 tensor on `device`: on the CPU a view of batch.labels, on
+/// a GPU a copy queued on the current stream without waiting for the device.
 at::Tensor batch_labels(data::Batch& batch, const c10::Device& device);
 
 }  // namespace pets::train

@@ -62,6 +62,10 @@ class CudaParts {
   /// The bytes free on CUDA device `index` once LibTorch's cache of freed blocks is given back to
   /// the driver (what memory_text names), or -1 when the driver does not say.
   virtual std::int64_t free_memory(int index) const = 0;
+  /// Runs `work` and returns how often it made the host wait for a CUDA device through
+  /// LibTorch (item(), a copy to the host, a copy from pageable host memory, a stream
+  /// synchronisation), as LibTorch's sync debug mode counts them. Not reentrant.
+  virtual std::int64_t device_waits(const std::function<void()>& work) const = 0;
   /// resize_normalize's result (batch_resize.hpp; the same contract and errors, `bytes` on a
   /// CUDA device) from one kernel on the current stream: each output pixel computed from the crop
   /// with data::bilinear_taps' taps in data::resize_crop_bilinear's order, the slots the only

@@ -10,11 +10,13 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -128,6 +130,38 @@ class Parts final : public CudaParts {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) return "";
     return properties.name;
+  }
+
+  std::int64_t device_waits(const std::function<void()>& work) const override {
+    // LibTorch's sync debug mode warns at each of its waits (c10::cuda::memcpy_and_sync and
+    // stream_synchronize: item(), a copy to the host, a copy from pageable memory); the handler
+    // counts those warnings and passes on any other.
+    class Counter final : public c10::WarningHandler {
+     public:
+      explicit Counter(c10::WarningHandler* next) : next_(next) {}
+      void process(const c10::Warning& warning) override {
+        if (warning.msg().find("called a synchronizing CUDA operation") != std::string::npos)
+          ++waits_;
+        else if (next_ != nullptr)
+          next_->process(warning);
+      }
+      std::int64_t waits() const { return waits_; }
+
+     private:
+      c10::WarningHandler* next_;
+      std::int64_t waits_ = 0;
+    };
+    Counter counter(c10::WarningUtils::get_warning_handler());
+    const c10::WarningUtils::WarningHandlerGuard handler(&counter);
+    c10::cuda::WarningState& state = c10::cuda::warning_state();
+    struct ModeGuard {
+      c10::cuda::WarningState& state;
+      c10::cuda::SyncDebugMode before = state.get_sync_debug_mode();
+      ~ModeGuard() { state.set_sync_debug_mode(before); }
+    } mode{state};
+    state.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+    work();
+    return counter.waits();
   }
 
   std::int64_t free_memory(int index) const override {

@@ -1,0 +1,73 @@
+// How often a training step on a CUDA device makes the host wait for it (LibTorch's sync debug
+// mode counts the waits, CudaParts::device_waits): once in fp32 and bf16 (the allreduced loss,
+// image count and stop requests, read together), twice in fp16 (and whether the unscaled
+// gradients are finite). Each wait leaves the device idle while the host queues the next work.
+// The step runs as pets_train runs it: the backend's forward (the fused BatchNorm kernel), its
+// communicator (NCCL), the images already on the device (the device input path). Skipped without
+// a CUDA device.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/train/backend.hpp"
+#include "pets/train/cuda_parts.hpp"
+#include "pets/train/train_step.hpp"
+
+namespace {
+
+using pets::train::MixedPrecision;
+
+class StepWaits : public ::testing::TestWithParam<MixedPrecision> {};
+
+TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
+  const pets::train::CudaParts* cuda = pets::train::cuda_parts();
+  if (cuda == nullptr || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const pets::comm::MpiComm mpi;
+  pets::train::TrainOptions o;
+  o.data = "unused";
+  o.device = pets::train::DeviceChoice::kCuda;
+  o.mixed_precision = GetParam();
+  const auto backend = pets::train::make_backend(o, mpi);
+  torch::manual_seed(3);
+  pets::model::ResNet50d model(5);
+  model->freeze_backbone();
+  model->to(backend->device());
+  model->to_channels_last();
+  model->train();
+  pets::train::OneCycleOptions schedule;
+  schedule.total_steps = 10;
+  pets::train::TrainStep step(*model, backend->device_comm(), schedule, backend->step_settings());
+  pets::data::Batch batch;
+  batch.n = 8;
+  batch.h = batch.w = 64;
+  batch.labels = {0, 1, 2, 3, 4, 0, 1, 2};
+  const torch::Tensor images = torch::randn({8, 3, 64, 64}, torch::TensorOptions(backend->device()))
+                                   .contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto one_step = [&] {
+    EXPECT_EQ(step.run(
+                      batch, [] { return false; }, nullptr, images)
+                  .images,
+              8);
+  };
+  one_step();  // first calls: cuDNN's and the allocator's set-up
+  const std::int64_t waits = cuda->device_waits([&] {
+    for (int i = 0; i < 3; ++i) one_step();
+  });
+  EXPECT_EQ(waits, 3 * (GetParam() == MixedPrecision::kFp16 ? 2 : 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, StepWaits,
+                         ::testing::Values(MixedPrecision::kNo, MixedPrecision::kBf16,
+                                           MixedPrecision::kFp16),
+                         [](const ::testing::TestParamInfo<MixedPrecision>& info) {
+                           return info.param == MixedPrecision::kNo     ? std::string("Fp32")
+                                  : info.param == MixedPrecision::kBf16 ? std::string("Bf16")
+                                                                        : std::string("Fp16");
+                         });
+
+}  // namespace
