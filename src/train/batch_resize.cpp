@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -102,9 +101,6 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
     widest = std::max(widest, s.width);
   }
   const std::int64_t row_bytes = static_cast<std::int64_t>(widest) * 3;  // L
-  PETS_CHECK(total + row_bytes < std::numeric_limits<std::int32_t>::max() &&
-                 n * widest < std::numeric_limits<std::int32_t>::max(),
-             "resize_normalize: batch of " + std::to_string(total) + " bytes too large");
 
   // Pass 1 reads every row as row_bytes bytes from its start, past the end of narrower rows.
   // So that the last rows of the buffer do not run past its end, a crop's rows are read from
@@ -128,41 +124,41 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
 
   const AxisPlan ys = plan_axis(heights, size, tile);
   const AxisPlan xs = plan_axis(widths, size, tile);
-  // One int32 buffer: the row and column gather indices, then both axes' weights as float.
+  // One int64 buffer: the row and column gather indices (64-bit: a buffer of held images can
+  // pass 2 GiB), then both axes' weights as float, two to a word.
   const std::int64_t n_rows = n * ys.tiles * ys.window, n_cols = n * xs.tiles * xs.window;
   const std::int64_t n_wy = n_rows * tile, n_wx = n_cols * tile;
-  at::Tensor plan = at::empty({n_rows + n_cols + n_wy + n_wx},
-                              at::TensorOptions().dtype(at::kInt).pinned_memory(bytes.is_cuda()));
-  std::int32_t* rows_index = plan.data_ptr<std::int32_t>();
-  std::int32_t* cols_index = rows_index + n_rows;
+  const std::int64_t weight_words = (n_wy + n_wx + 1) / 2;
+  at::Tensor plan = at::empty({n_rows + n_cols + weight_words},
+                              at::TensorOptions().dtype(at::kLong).pinned_memory(bytes.is_cuda()));
+  std::int64_t* rows_index = plan.data_ptr<std::int64_t>();
+  std::int64_t* cols_index = rows_index + n_rows;
   auto* weights = reinterpret_cast<float*>(cols_index + n_cols);
-  std::fill(weights, weights + n_wy + n_wx, 0.0f);
+  std::fill(weights, weights + 2 * weight_words, 0.0f);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const CropSlot& s = slots[i];
     const std::int64_t base = s.offset - shift_bytes[i];
     for (int t = 0; t < ys.tiles; ++t)
       for (int r = 0; r < ys.window; ++r) {
         const int y = std::min(ys.start[i * ys.tiles + t] + r, s.height - 1);
-        *rows_index++ = static_cast<std::int32_t>(base + y * row_stride(s));
+        *rows_index++ = base + y * row_stride(s);
       }
     const std::int64_t column0 = static_cast<std::int64_t>(i) * widest + shift_bytes[i] / 3;
     for (int t = 0; t < xs.tiles; ++t)
       for (int r = 0; r < xs.window; ++r) {
         const int x = std::min(xs.start[i * xs.tiles + t] + r, s.width - 1);
-        *cols_index++ = static_cast<std::int32_t>(column0 + x);
+        *cols_index++ = column0 + x;
       }
   }
   fill_weights(ys, size, tile, weights);
   fill_weights(xs, size, tile, weights + n_wy);
 
   const at::Tensor on_device =
-      bytes.is_cuda() ? plan.to(bytes.device(), at::kInt, /*non_blocking=*/true) : plan;
-  const at::Tensor wy = on_device.narrow(0, n_rows + n_cols, n_wy)
-                            .view(at::kFloat)
-                            .view({n * ys.tiles, tile, ys.window});
-  const at::Tensor wx = on_device.narrow(0, n_rows + n_cols + n_wy, n_wx)
-                            .view(at::kFloat)
-                            .view({n * xs.tiles, tile, xs.window});
+      bytes.is_cuda() ? plan.to(bytes.device(), at::kLong, /*non_blocking=*/true) : plan;
+  const at::Tensor all_weights =
+      on_device.narrow(0, n_rows + n_cols, weight_words).view(at::kFloat);
+  const at::Tensor wy = all_weights.narrow(0, 0, n_wy).view({n * ys.tiles, tile, ys.window});
+  const at::Tensor wx = all_weights.narrow(0, n_wy, n_wx).view({n * xs.tiles, tile, xs.window});
   const at::Tensor source = pad ? at::constant_pad_nd(bytes, {0, row_bytes}) : bytes;
   // Pass 1, down the rows: each tile's window of rows (an overlapping view of the bytes, one row
   // per start), scaled per channel on the way to float, then weighted.

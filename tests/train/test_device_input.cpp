@@ -508,6 +508,27 @@ TEST(BatchResize, StridedSlotsGiveThePackedCropsResultBitForBit) {
   }
 }
 
+TEST(BatchResize, HeldImagesPast2GiBGiveTheSameImages) {
+  // A store held in memory can pass 2 GiB (the gather indices are 64-bit): the same held images
+  // 2.5 GiB into a buffer (the pages before them never written, so never resident) give the
+  // same images bit for bit.
+  const std::vector<Image> images = test_images();
+  const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
+  const std::vector<CropSource> crops = random_crops(images, 5, 6);
+  const HostCrops near = strided_crops(crops);
+  const std::int64_t skip = std::int64_t{5} << 29;
+  HostCrops far;
+  far.bytes = torch::empty({skip + near.bytes.numel()}, torch::kUInt8);
+  far.bytes.narrow(0, skip, near.bytes.numel()).copy_(near.bytes);
+  far.slots = near.slots;
+  for (pets::train::CropSlot& slot : far.slots) slot.offset += skip;
+  const at::Tensor a =
+      resize_normalize(near.bytes, near.slots, kSize, norm.scale, norm.shift, torch::kFloat32);
+  const at::Tensor b =
+      resize_normalize(far.bytes, far.slots, kSize, norm.scale, norm.shift, torch::kFloat32);
+  EXPECT_TRUE(torch::equal(a, b));
+}
+
 TEST(BatchResize, RefusesStridedSlotsOutsideTheBuffer) {
   const std::vector<Image> images = test_images();
   const pets::train::InputNormalization norm = pets::train::input_normalization(torch::kCPU);
