@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <regex>
 
@@ -14,6 +13,7 @@
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/resident_images.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 
 namespace pets::train {
 namespace {
@@ -178,10 +178,9 @@ std::string Backend::device_with_name() const {
 
 std::string Backend::resident_refusal(std::int64_t store_bytes, const std::string& free) const {
   const std::string where = device_with_name();
-  char size[32];
-  std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(store_bytes) / (1 << 30));
-  return "--resident " + to_string(resident_) + ": the store's images (" + std::string(size) +
-         ") do not fit in the memory of " + where + (free.empty() ? "" : " with " + free) +
+  return "--resident " + to_string(resident_) + ": the store's images (" +
+         byte_size_text(store_bytes) + ") do not fit in the memory of " + where +
+         (free.empty() ? "" : " with " + free) +
          ", of which at most half is given to them (the rest is the step's); use --resident off "
          "to stream them from the host";
 }

@@ -10,14 +10,7 @@ namespace pets::train {
 
 std::string startup_text(const StartupFacts& f) {
   std::string input = f.device_input ? "device" : "cpu";
-  if (f.resident_bytes >= 0) {
-    char size[48];
-    const bool gib = f.resident_bytes >= (int64_t{1} << 30);
-    std::snprintf(size, sizeof size, " (resident, %.2f %s)",
-                  static_cast<double>(f.resident_bytes) / (gib ? 1 << 30 : 1 << 20),
-                  gib ? "GiB" : "MiB");
-    input += size;
-  }
+  if (f.resident_bytes >= 0) input += " (resident, " + byte_size_text(f.resident_bytes) + ")";
   const std::string precision =
       f.precision == MixedPrecision::kNo ? "fp32" : "mixed precision " + to_string(f.precision);
   return "pets_train: " + count_text(f.ranks, "rank") + " on " + count_text(f.hosts, "host") +

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -420,6 +421,19 @@ TEST(FormatNumber, ShortestTextThatReadsBackExactly) {
     const std::string text = format_number(v);
     EXPECT_EQ(std::strtod(text.c_str(), nullptr), v) << text;  // stod refuses denormals
   }
+}
+
+TEST(ByteSizeText, MiBBelowOneGiBAndGiBFromIt) {
+  using pets::byte_size_text;
+  constexpr std::int64_t kMiB = std::int64_t{1} << 20, kGiB = std::int64_t{1} << 30;
+  EXPECT_EQ(byte_size_text(0), "0.00 MiB");
+  EXPECT_EQ(byte_size_text(kMiB * 3 / 2), "1.50 MiB");
+  EXPECT_EQ(byte_size_text(512 * kMiB), "512.00 MiB");
+  EXPECT_EQ(byte_size_text(kGiB - kMiB), "1023.00 MiB");
+  EXPECT_EQ(byte_size_text(kGiB - 1), "1024.00 MiB");  // still below: rounded, not switched
+  EXPECT_EQ(byte_size_text(kGiB), "1.00 GiB");
+  EXPECT_EQ(byte_size_text(kGiB + kGiB / 2), "1.50 GiB");
+  EXPECT_EQ(byte_size_text(140 * kGiB + kGiB / 4), "140.25 GiB");
 }
 
 TEST(TrainOptions, WriteConfigNeedsNoData) {

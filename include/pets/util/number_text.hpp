@@ -1,9 +1,12 @@
 #pragma once
 /// \file
-/// Numbers as a user types them, for option defaults in --help and for config files.
+/// Numbers as a user types them, for option defaults in --help and for config files, and sizes
+/// as a user reads them in messages.
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <system_error>
 
@@ -41,6 +44,17 @@ inline std::string count_text(long long count, const std::string& singular,
          (count == 1       ? singular
           : plural.empty() ? singular + "s"
                            : plural);
+}
+
+/// `bytes` as a size in messages: "1.70 GiB" from 1 GiB up, "9.16 MiB" below it (two decimals,
+/// binary units).
+inline std::string byte_size_text(std::int64_t bytes) {
+  const bool gib = bytes >= (std::int64_t{1} << 30);
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f %s",
+                static_cast<double>(bytes) / static_cast<double>(gib ? 1 << 30 : 1 << 20),
+                gib ? "GiB" : "MiB");
+  return text;
 }
 
 }  // namespace pets

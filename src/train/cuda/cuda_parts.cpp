@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
@@ -26,6 +25,7 @@
 #include "pets/comm/communicator.hpp"
 #include "pets/train/device_input.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 #include "resize_kernel.hpp"
 #if defined(PETS_HAVE_NCCL)
 #include "pets/comm/nccl_comm.hpp"
@@ -173,12 +173,8 @@ class Parts final : public CudaParts {
   std::string memory_text(int index) const override {
     std::size_t free = 0, total = 0;
     if (!memory_info(index, &free, &total)) return "";
-    const auto gib = [](std::size_t bytes) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-      return std::string(text);
-    };
-    return gib(free) + " of " + gib(total) + " free";
+    return byte_size_text(static_cast<std::int64_t>(free)) + " of " +
+           byte_size_text(static_cast<std::int64_t>(total)) + " free";
   }
 
   at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>& slots, int size,
