@@ -91,12 +91,10 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
   PETS_CHECK(crops.bytes.defined() && crops.bytes.device().is_cpu() &&
                  crops.bytes.scalar_type() == at::kByte && crops.bytes.dim() == 1,
              "device input: staged crops must be a flat uint8 host buffer");
-  std::int64_t end = 0;
-  for (const CropSlot& s : crops.slots) {
-    PETS_CHECK(s.height > 0 && s.width > 0 && s.offset >= 0, "device input: empty crop slot");
-    end = std::max(end, slot_end(s));
-  }
-  PETS_CHECK(end <= crops.bytes.numel(), "device input: crop slots run past the staged bytes");
+  for (const CropSlot& s : crops.slots)
+    PETS_CHECK(slot_inside(s, crops.bytes.numel()),
+               "device input: a crop slot is empty, narrower than its rows or runs past the "
+               "staged bytes");
   if (!impl_->stream)
     return PendingImages(
         resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_));

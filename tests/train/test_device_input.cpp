@@ -23,6 +23,7 @@
 
 using pets::data::CropBox;
 using pets::data::Image;
+using pets::train::CropSlot;
 using pets::train::CropSource;
 using pets::train::DeviceInput;
 using pets::train::HostCrops;
@@ -359,8 +360,29 @@ TEST(DeviceInput, RejectsSlotsPastTheBuffer) {
   const Image img = noise(20, 20, 1);
   DeviceInput input(torch::kCPU, 16);
   HostCrops staged = input.stage({CropSource{&img, {0, 0, 10, 10}}});
-  staged.slots[0].height = 12;  // one row more fits the room after the crop; two do not
-  EXPECT_THROW(input.submit(staged), pets::Error);
+  // Every bad slot is refused by the one check, with its one message, before any work.
+  const auto refusal = [&](const CropSlot& slot) {
+    HostCrops bad = staged;
+    bad.slots = {slot};
+    try {
+      input.submit(bad);
+    } catch (const pets::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string message =
+      "device input: a crop slot is empty, narrower than its rows or runs past the staged bytes";
+  CropSlot slot = staged.slots[0];
+  slot.height = 12;  // one row more fits the room after the crop; two do not
+  EXPECT_NE(refusal(slot).find(message), std::string::npos) << refusal(slot);
+  slot = staged.slots[0];
+  slot.width = 0;
+  EXPECT_NE(refusal(slot).find(message), std::string::npos) << refusal(slot);
+  slot = staged.slots[0];
+  slot.stride = slot.width * 3 - 1;
+  EXPECT_NE(refusal(slot).find(message), std::string::npos) << refusal(slot);
+  EXPECT_EQ(refusal(staged.slots[0]), "accepted");
   staged.bytes = torch::zeros({300}, torch::kFloat32);
   EXPECT_THROW(input.submit(staged), pets::Error);
 }
