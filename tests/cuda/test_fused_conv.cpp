@@ -187,19 +187,15 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   EXPECT_LE(fused_error, 2 * native_error + margin) << what;
 }
 
-TEST(FusedConvCuda, BackboneAsAccurateAsLibTorchsFp32) {
+/// The whole backbone under each precision (the parameter).
+class FusedConvCudaBackbone : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(FusedConvCudaBackbone, AsAccurateAsLibTorchs) {
   if (cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
-  expect_backbone_as_accurate(at::kFloat, 1e-4);
+  expect_backbone_as_accurate(GetParam(), 1e-4);
 }
 
-TEST(FusedConvCuda, BackboneAsAccurateAsLibTorchsBf16) {
-  if (cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
-  expect_backbone_as_accurate(at::kBFloat16, 1e-4);
-}
-
-TEST(FusedConvCuda, BackboneAsAccurateAsLibTorchsFp16) {
-  if (cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
-  expect_backbone_as_accurate(at::kHalf, 1e-4);
-}
+INSTANTIATE_TEST_SUITE_P(Precisions, FusedConvCudaBackbone,
+                         ::testing::ValuesIn(pets::test::kPrecisions), pets::test::precision_name);
 
 }  // namespace
