@@ -80,6 +80,10 @@ def targets_of(by):
         t["step_bf16_at_least_16000"] = bf16 >= 16000
     if bf16 and fp16:
         t["step_bf16_no_slower_than_fp16"] = bf16 >= fp16
+    for precision in ("fp32", "bf16", "fp16"):
+        waits = get(m, "model_step", precision, "device_waits_per_step")
+        if waits is not None:
+            t["step_device_waits_" + precision] = waits
     ceilings = get(by, "torch_ceilings", "figures", "measurements") or {}
     compiled = get(ceilings, "step_bf16_compiled", "images_per_s")
     if compiled and bf16:

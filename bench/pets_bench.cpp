@@ -49,6 +49,7 @@
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/backend.hpp"
+#include "pets/train/cuda_parts.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/options.hpp"
 #include "pets/train/resident_images.hpp"
@@ -399,7 +400,7 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
                                       backend->step_settings());
     int64_t skipped = 0;
     auto step = [&] {
-      // The step's last .item() waits for the device: its time includes all of its work.
+      // The step's read of its totals waits for the device: its time includes all of its work.
       const pets::train::StepResult result = train_step.run(
           batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
       PETS_CHECK(std::isfinite(result.loss_sum), "model step: non-finite loss");
@@ -417,6 +418,10 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
         {"achieved_gflops", ips * step_gflop},
         {"roofline_images_per_s", roof_gflops / step_gflop},
         {"roofline_fraction", ips * step_gflop / roof_gflops}};
+    // How often one step makes the host wait for the GPU (each wait idles it while the host
+    // queues the next work): 1 in fp32 and bf16, 2 in fp16, as test_step_waits.cpp holds it.
+    if (const pets::train::CudaParts* cuda = pets::train::cuda_parts(); cuda && device.is_cuda())
+      out[precision]["device_waits_per_step"] = cuda->device_waits(step);
     if (const pets::train::GradScaler* scaler = train_step.scaler()) {
       out[precision]["loss_scale"] = scaler->scale();
       out[precision]["skipped_steps"] = skipped;

@@ -17,7 +17,7 @@ if [ "${PETS_TEST_TORCH2:-1}" != 0 ]; then
   targets=(pets_train pets_preprocess pets_predict pets_synth pets_bench model_safetensors
            model_resnet50d model_parity model_parity_cuda train_onecycle test_comm_mpi train_step
            train_evaluation train_batchnorm_sync train_batchnorm_cuda train_folded_conv_cuda
-           train_device_input device_input_bench pets_device_bundle)
+           train_step_cuda train_device_input device_input_bench pets_device_bundle)
   start=$SECONDS
   torch_prefix=$("$PETS_ROOT/scripts/install_torch.sh")
   build2="$PETS_ROOT/build-torch2"
