@@ -120,7 +120,12 @@ NamedTensors state_dict(const torch::nn::Module& module) {
 
 LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
                            const LoadOptions& options) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
+  return load_state_dict(module, SafetensorsFile::open(path), options);
+}
+
+LoadReport load_state_dict(torch::nn::Module& module, const SafetensorsFile& file,
+                           const LoadOptions& options) {
+  const std::string& path = file.path();
   if (file.metadata().count(kTrainingStateMetadataKey) != 0) {
     const std::string folder = std::filesystem::path(path).parent_path().string();
     throw UsageError(path + " is a pets_train checkpoint, not model weights: continue its run " +

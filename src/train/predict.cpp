@@ -186,7 +186,7 @@ Predictor::Predictor(const std::string& model_path, c10::Device device)
   state_->model = model::ResNet50d(classes);
   model::LoadOptions strict;
   strict.resizable_head.clear();
-  model::load_state_dict(*state_->model, model_path, strict);
+  model::load_state_dict(*state_->model, *file, strict);
   state_->model->eval();
   state_->model->to_channels_last();
   state_->model->to(device_);

@@ -60,5 +60,8 @@ inline constexpr const char* kTrainingStateMetadataKey = "pets_state";
 /// pets_train checkpoint is refused as such, naming --resume.
 LoadReport load_state_dict(torch::nn::Module& module, const std::string& path,
                            const LoadOptions& options = {});
+/// The same from a file already read (its path() names it in messages).
+LoadReport load_state_dict(torch::nn::Module& module, const SafetensorsFile& file,
+                           const LoadOptions& options = {});
 
 }  // namespace pets::model
