@@ -43,6 +43,17 @@ at::Tensor FoldedBackbone::Conv::operator()(const at::Tensor& x) const {
   return torch::conv2d(x, weight, bias, stride, padding);
 }
 
+std::pair<at::Tensor, at::Tensor> FoldedBackbone::Conv::in_type(c10::ScalarType type) const {
+  if (!cast_weight_.defined() || cast_weight_.scalar_type() != type ||
+      !cast_from_weight_.is_same(weight) || !cast_from_bias_.is_same(bias)) {
+    cast_from_weight_ = weight;
+    cast_from_bias_ = bias;
+    cast_weight_ = weight.to(type);
+    cast_bias_ = bias.to(type);
+  }
+  return {cast_weight_, cast_bias_};
+}
+
 FoldedBackbone::FoldedBackbone(const ResNet50dImpl& model) {
   // The deep stem: conv-BN-ReLU, conv-BN-ReLU, conv, then the model's bn1.
   stem_.push_back(fold(as_conv(model.conv1, 0), as_bn(model.conv1, 1)));

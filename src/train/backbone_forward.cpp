@@ -37,8 +37,9 @@ model::FoldedBackbone::ConvRun fused_folded_conv(const CudaParts& cuda,
                            const at::Tensor& residual, bool relu) {
     if (!relu) return FoldedBackbone::plain_conv(conv, x, residual, relu);
     const c10::ScalarType type = autocast.value_or(x.scalar_type());
-    return cuda.conv_bias_relu(x.to(type), conv.weight.to(type), conv.bias.to(type), conv.stride,
-                               conv.padding, residual.defined() ? residual.to(type) : residual);
+    const auto [weight, bias] = conv.in_type(type);
+    return cuda.conv_bias_relu(x.to(type), weight, bias, conv.stride, conv.padding,
+                               residual.defined() ? residual.to(type) : residual);
   };
 }
 

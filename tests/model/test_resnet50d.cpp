@@ -110,4 +110,28 @@ TEST(FoldedBackbone, EqualsTheEvalModeModel) {
   EXPECT_GT(stale, 1e-2 * scale);
 }
 
+// A folded convolution's weights in another type are cast once and kept, and cast anew for
+// another type or other weights.
+TEST(FoldedBackbone, ConvWeightsCastOnceAndKept) {
+  torch::manual_seed(4);
+  pets::model::FoldedBackbone::Conv conv;
+  conv.weight = torch::randn({4, 3, 3, 3});
+  conv.bias = torch::randn({4});
+  const auto [weight, bias] = conv.in_type(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(weight, conv.weight.to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(bias, conv.bias.to(torch::kBFloat16)));
+  const auto [again, again_bias] = conv.in_type(torch::kBFloat16);
+  EXPECT_TRUE(again.is_same(weight));
+  EXPECT_TRUE(again_bias.is_same(bias));
+  const auto half = conv.in_type(torch::kHalf);
+  EXPECT_TRUE(torch::equal(half.first, conv.weight.to(torch::kHalf)));
+  EXPECT_TRUE(torch::equal(half.second, conv.bias.to(torch::kHalf)));
+  conv.weight = torch::randn({4, 3, 3, 3});
+  EXPECT_TRUE(torch::equal(conv.in_type(torch::kHalf).first, conv.weight.to(torch::kHalf)));
+  conv.bias = torch::randn({4});
+  EXPECT_TRUE(torch::equal(conv.in_type(torch::kHalf).second, conv.bias.to(torch::kHalf)));
+  // In their own type: the weights themselves.
+  EXPECT_TRUE(conv.in_type(torch::kFloat32).first.is_same(conv.weight));
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace pets::model {
@@ -22,6 +23,13 @@ class FoldedBackbone {
     at::Tensor weight, bias;
     int64_t stride = 1, padding = 0;
     at::Tensor operator()(const at::Tensor& x) const;
+    /// {weight.to(type), bias.to(type)}, cast once and kept while weight and bias are the same
+    /// tensors and `type` the same (a fold's weights do not change): a fused convolution that
+    /// takes its operands in one type would otherwise cast them on every call.
+    std::pair<at::Tensor, at::Tensor> in_type(c10::ScalarType type) const;
+
+   private:
+    mutable at::Tensor cast_from_weight_, cast_from_bias_, cast_weight_, cast_bias_;
   };
 
   /// How a folded convolution runs with what follows it in the backbone: `conv(x)`, then
