@@ -15,7 +15,7 @@ namespace {
 torch::Tensor pack(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> flat;
   flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.flatten());
+  for (const auto& t : tensors) flat.push_back(t.dim() == 1 ? t : t.flatten());  // no view at 1-d
   return torch::cat(flat);
 }
 
@@ -31,12 +31,23 @@ void unpack(const torch::Tensor& packed, std::vector<torch::Tensor>& tensors) {
   PETS_CHECK(offset == packed.numel(), "packed tensor longer than its tensors");
 }
 
+/// A module's buffers by kind, each in registration order: the floating-point ones (running
+/// means and variances) and the integer ones (num_batches_tracked).
+struct BuffersByKind {
+  std::vector<torch::Tensor> floats, ints;
+};
+
+BuffersByKind buffers_by_kind(const torch::nn::Module& module) {
+  BuffersByKind out;
+  for (const auto& b : module.named_buffers(true))
+    (b.value().is_floating_point() ? out.floats : out.ints).push_back(b.value());
+  return out;
+}
+
 }  // namespace
 
 void sync_batchnorm(torch::nn::Module& module, comm::Communicator& comm) {
-  std::vector<torch::Tensor> floats, ints;
-  for (const auto& b : module.named_buffers(true))
-    (b.value().is_floating_point() ? floats : ints).push_back(b.value());
+  auto [floats, ints] = buffers_by_kind(module);
   torch::NoGradGuard no_grad;
   // Running means and variances: averaged over the ranks, in one collective.
   if (!floats.empty()) {
@@ -92,7 +103,36 @@ void BatchNormSync::save(TrainingState& state) const {
 
 bool BatchNormSync::varies_per_rank() const { return train_mode_ && mpi_.size() > 1; }
 
-at::Tensor BatchNormSync::rank_row() const { return rank_buffer_row(model_); }
+at::Tensor BatchNormSync::rank_row() const {
+  // Two copies per kind (a cat of like tensors, then the cast into the row), not one cast per
+  // buffer: this runs in every training step.
+  const BuffersByKind b = buffers_by_kind(model_);
+  int64_t floats = 0, ints = 0;
+  for (const auto& t : b.floats) floats += t.numel();
+  for (const auto& t : b.ints) ints += t.numel();
+  const torch::Device device = !b.floats.empty() ? b.floats[0].device()
+                               : !b.ints.empty() ? b.ints[0].device()
+                                                 : torch::kCPU;
+  torch::Tensor row =
+      torch::empty({floats + ints}, torch::TensorOptions(torch::kFloat64).device(device));
+  if (floats > 0) row.narrow(0, 0, floats).copy_(pack(b.floats));
+  if (ints > 0) row.narrow(0, floats, ints).copy_(pack(b.ints));
+  return row;
+}
+
+at::Tensor BatchNormSync::in_registration_order(const at::Tensor& rows) const {
+  // Column j of the result (registration order) is column index[j] of `rows` (by kind).
+  std::vector<int64_t> index;
+  int64_t next_float = 0, next_int = 0;
+  for (const auto& t : buffers_by_kind(model_).floats) next_int += t.numel();
+  for (const auto& b : model_.named_buffers(true)) {
+    int64_t& next = b.value().is_floating_point() ? next_float : next_int;
+    for (int64_t k = 0; k < b.value().numel(); ++k) index.push_back(next++);
+  }
+  PETS_CHECK(rows.dim() == 2 && rows.size(1) == static_cast<int64_t>(index.size()),
+             "the step's BatchNorm statistics do not match the model's buffers");
+  return rows.index_select(1, torch::tensor(index, torch::kInt64).to(rows.device()));
+}
 
 void BatchNormSync::save_after_step(TrainingState& state, const at::Tensor& rank_rows) const {
   for (const auto& b : model_.named_buffers(true)) state.model.emplace_back(b.key(), b.value());
@@ -100,9 +140,10 @@ void BatchNormSync::save_after_step(TrainingState& state, const at::Tensor& rank
   if (varies_per_rank()) {
     PETS_CHECK(rank_rows.defined() && rank_rows.size(0) == mpi_.size(),
                "the step carried no BatchNorm statistics of every rank");
-    state.rank_buffers = rank_rows.cpu();
+    state.rank_buffers = in_registration_order(rank_rows.cpu());
   } else {
-    state.rank_buffers = rank_row().cpu().unsqueeze(0).expand({mpi_.size(), -1}).contiguous();
+    state.rank_buffers =
+        rank_buffer_row(model_).cpu().unsqueeze(0).expand({mpi_.size(), -1}).contiguous();
   }
 }
 

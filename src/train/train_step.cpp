@@ -38,27 +38,27 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const int64_t head_numel = weight_numel + fc->bias.numel();
   // [fc.weight grad, fc.bias grad, loss sum, images, stop requests, every rank's rank_state
   // (each rank fills its own row, the others are zeros: the sum is exact)]: one allreduce.
-  int64_t state_numel = 0;
-  torch::Tensor reduced =
-      torch::zeros({head_numel + 3}, torch::TensorOptions(torch::kFloat64).device(device));
+  torch::Tensor loss;
   if (batch.n > 0) {
     const torch::Tensor features =
         settings_.forward(model_, folded, images.defined() ? images : batch_images(batch, device));
-    const auto loss = torch::nn::functional::cross_entropy(
+    loss = torch::nn::functional::cross_entropy(
         model_.forward_head(features), batch_labels(batch, device),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
+  }
+  const torch::Tensor mine = settings_.rank_state ? settings_.rank_state() : torch::Tensor();
+  const int64_t state_numel = mine.defined() ? mine.numel() : 0;
+  torch::Tensor reduced = torch::zeros({head_numel + 3 + comm_.size() * state_numel},
+                                       torch::TensorOptions(torch::kFloat64).device(device));
+  if (batch.n > 0) {
     reduced.narrow(0, 0, weight_numel).copy_(fc->weight.grad().flatten());
     reduced.narrow(0, weight_numel, head_numel - weight_numel).copy_(fc->bias.grad());
     reduced[head_numel].copy_(loss.detach());  // on the device: no wait for the forward pass
     reduced[head_numel + 1] = static_cast<double>(batch.n);
   }
-  if (settings_.rank_state) {
-    const torch::Tensor mine = settings_.rank_state();
-    state_numel = mine.numel();
-    reduced = torch::cat({reduced, torch::zeros({comm_.size() * state_numel}, reduced.options())});
+  if (state_numel > 0)
     reduced.narrow(0, head_numel + 3 + comm_.rank() * state_numel, state_numel).copy_(mine);
-  }
   if (settings_.pause && settings_.pause->step == schedule_.step_count() && comm_.rank() == 0) {
     std::fprintf(stderr, "pausing in step %lld (test switch, %.1f s)\n",
                  static_cast<long long>(settings_.pause->step), settings_.pause->seconds);

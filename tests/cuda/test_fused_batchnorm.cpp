@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.hpp"
+#include "cuda/train_cuda_test_util.hpp"
 #include "model/model_test_util.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -24,6 +25,7 @@
 namespace {
 
 using pets::model::ResNet50d;
+using pets::test::cuda_or_skip;
 using pets::train::NormAfterConv;
 
 /// The model's buffers (running statistics, batch counts), copied.
@@ -97,11 +99,6 @@ TEST(TrainModeForward, PlainNormIsTheModelsForwardBitForBit) {
       }
     }
   }
-}
-
-const pets::train::CudaParts* cuda_or_skip() {
-  if (!torch::cuda::is_available()) return nullptr;
-  return pets::train::cuda_parts();
 }
 
 /// at::batch_norm in train mode, then add and ReLU as the model's operations.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.hpp"
+#include "cuda/train_cuda_test_util.hpp"
 #include "model/model_test_util.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -26,6 +27,7 @@ namespace {
 
 using pets::model::FoldedBackbone;
 using pets::model::ResNet50d;
+using pets::test::cuda_or_skip;
 
 /// A model in eval mode on `device`, channels-last, with BatchNorms away from the identity.
 ResNet50d eval_model(const torch::Device& device) {
@@ -70,11 +72,6 @@ TEST(FoldedConvRun, EveryConvolutionGoesThroughTheRunWithItsEpilogue) {
   EXPECT_EQ(calls, 3 + 16 * 3 + 4);
   EXPECT_EQ(relus, 3 + 16 * 3);
   EXPECT_EQ(residuals, 16);
-}
-
-const pets::train::CudaParts* cuda_or_skip() {
-  if (!torch::cuda::is_available()) return nullptr;
-  return pets::train::cuda_parts();
 }
 
 struct LayerShape {

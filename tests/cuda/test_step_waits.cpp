@@ -3,18 +3,20 @@
 // image count and stop requests, read together), twice in fp16 (and whether the unscaled
 // gradients are finite). Each wait leaves the device idle while the host queues the next work.
 // The step runs as pets_train runs it: the backend's forward (the fused BatchNorm kernel), its
-// communicator (NCCL), the images already on the device (the device input path). Skipped without
-// a CUDA device.
+// communicator (NCCL), the images already on the device (the device input path), the BatchNorm
+// statistics that several ranks carry in each step. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
 
+#include "cuda/train_cuda_test_util.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/backend.hpp"
+#include "pets/train/batchnorm_sync.hpp"
 #include "pets/train/cuda_parts.hpp"
 #include "pets/train/train_step.hpp"
 
@@ -25,8 +27,8 @@ using pets::train::MixedPrecision;
 class StepWaits : public ::testing::TestWithParam<MixedPrecision> {};
 
 TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
-  const pets::train::CudaParts* cuda = pets::train::cuda_parts();
-  if (cuda == nullptr || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const pets::train::CudaParts* cuda = pets::test::cuda_or_skip();
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
   const pets::comm::MpiComm mpi;
   pets::train::TrainOptions o;
   o.data = "unused";
@@ -41,7 +43,12 @@ TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
   model->train();
   pets::train::OneCycleOptions schedule;
   schedule.total_steps = 10;
-  pets::train::TrainStep step(*model, backend->device_comm(), schedule, backend->step_settings());
+  // Each step also carries this rank's BatchNorm statistics, as on several ranks under
+  // --bn-mode train (BatchNormSync::rank_row): no wait of its own either.
+  const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
+  pets::train::StepSettings settings = backend->step_settings();
+  settings.rank_state = [&batchnorm] { return batchnorm.rank_row(); };
+  pets::train::TrainStep step(*model, backend->device_comm(), schedule, settings);
   pets::data::Batch batch;
   batch.n = 8;
   batch.h = batch.w = 64;

@@ -113,6 +113,36 @@ TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
   EXPECT_FALSE(torch::equal(buffers(*m), buffers(*model_of_rank(mpi_.rank()))));
 }
 
+// A training step carries every rank's rank_row() (each rank's row of zeros but its own, summed);
+// a stop checkpoint saved from those rows holds what the collective gather would have: every
+// rank's buffers in registration order, although the row groups them by kind.
+TEST_F(BatchNormSyncTest, RowsCarriedByAStepSaveAsTheGatherDoes) {
+  torch::nn::Sequential m = model_of_rank(mpi_.rank());
+  pets::train::BatchNormSync sync(*m, mpi_, comm_, /*train_mode=*/true);
+  ASSERT_TRUE(sync.varies_per_rank());
+  const torch::Tensor mine = sync.rank_row();
+  ASSERT_EQ(mine.scalar_type(), torch::kFloat64);
+  ASSERT_EQ(mine.numel(), buffers(*m).numel());
+  torch::Tensor rows = torch::zeros({2, mine.numel()}, torch::kFloat64);
+  rows[mpi_.rank()].copy_(mine);
+  comm_.allreduce_sum(rows);
+  pets::train::TrainingState state;
+  state.position.step = 3;
+  sync.save_after_step(state, rows);
+  const torch::Tensor gathered = pets::train::gather_rank_buffers(*m, mpi_);
+  if (mpi_.rank() == 0) {
+    ASSERT_TRUE(state.rank_buffers.defined());
+    EXPECT_TRUE(torch::equal(state.rank_buffers, gathered));
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(torch::equal(state.rank_buffers[r], buffers(*model_of_rank(r)))) << "row " << r;
+  }
+  // Rows of another model's length are refused, not misread.
+  pets::train::TrainingState other;
+  other.position.step = 3;
+  EXPECT_THROW(sync.save_after_step(other, torch::zeros({2, mine.numel() + 1}, torch::kFloat64)),
+               pets::Error);
+}
+
 TEST_F(BatchNormSyncTest, DigestCheckNamesTheRankThatDiffers) {
   EXPECT_NO_THROW(pets::train::check_same_on_all_ranks(comm_, 0xfeedULL, "the model"));
   // The top bit set: an allgather by sum must not mangle it.

@@ -57,8 +57,13 @@ class BatchNormSync {
   /// Whether the ranks' statistics differ inside an epoch (train mode, several ranks): then each
   /// training step carries every rank's (rank_row() as TrainStep's rank_state).
   bool varies_per_rank() const;
-  /// This rank's buffers as one row (rank_buffer_row).
+  /// This rank's buffers as one float64 row on their device, for every training step: the
+  /// floating-point buffers in registration order, then the integer ones (not
+  /// rank_buffer_row()'s order, which interleaves them: see in_registration_order()).
   at::Tensor rank_row() const;
+  /// Rows of rank_row()'s layout ([ranks, n]) with their columns in registration order, the
+  /// layout of rank_buffer_row() and of a checkpoint's rank_buffers.
+  at::Tensor in_registration_order(const at::Tensor& rows) const;
   /// save() without a collective, for the state just after a training step whose allreduce
   /// carried `rank_rows` (StepResult::rank_states; undefined unless varies_per_rank()): every
   /// rank's buffers come from there, or, where they are the same on every rank, from this one.
