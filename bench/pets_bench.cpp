@@ -35,6 +35,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -49,6 +50,7 @@
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/backend.hpp"
+#include "pets/train/batchnorm_sync.hpp"
 #include "pets/train/cuda_parts.hpp"
 #include "pets/train/input_pipeline.hpp"
 #include "pets/train/options.hpp"
@@ -427,6 +429,26 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       out[precision]["skipped_steps"] = skipped;
     }
   }
+  // What each step adds on several ranks under --bn-mode train: this rank's BatchNorm statistics
+  // packed into one float64 row for the step's allreduce (BatchNormSync::rank_row: one copy per
+  // kind of buffer), against the packing a checkpoint's gather uses (rank_buffer_row: one cast
+  // per buffer). Microseconds per call, the device's work included.
+  {
+    options.mixed_precision = pets::train::MixedPrecision::kNo;
+    const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
+    const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
+    const auto per_call_us = [&](const std::function<at::Tensor()>& pack) {
+      const auto call = [&] {
+        const at::Tensor row = pack();
+        if (device.is_cuda()) torch::cuda::synchronize();
+        PETS_CHECK(row.numel() > 0, "model step: no BatchNorm statistics");
+      };
+      return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+    };
+    out["rank_state_us"] = {
+        {"per_kind", per_call_us([&] { return batchnorm.rank_row(); })},
+        {"per_buffer", per_call_us([&] { return pets::train::rank_buffer_row(*model); })}};
+  }
   return out;
 }
 
@@ -443,8 +465,15 @@ json loader_bench(const Config& c, const std::string& store) {
   lo.image_size = c.image_size;
   lo.workers = c.loader_workers;
   lo.prefetch = 3;
-  // As pets_train runs it: the CPU path (float pixels), --loader-workers threads.
-  json out = pets::bench::measure_loader(lo, c.loader_epochs);
+  // As pets_train runs it, which makes its loader before the model: the loader's background
+  // check of the chunks ends during that start-up, so here before the clocks start (each
+  // measurement reports the check's own time: check_seconds, check_cpu_seconds).
+  const auto measure = [&c](const pets::data::LoaderOptions& options) {
+    return pets::bench::measure_loader(options, c.loader_epochs, pets::data::SplitKind::kTrain,
+                                       /*check_first=*/false, /*wait_for_check=*/true);
+  };
+  // The CPU path (float pixels), --loader-workers threads.
+  json out = measure(lo);
   out["what"] = "HDF5 read + RandomResizedCrop + resize + normalise (train split)";
   out["rank"] = 0;
   out["world"] = c.loader_world;
@@ -456,7 +485,7 @@ json loader_bench(const Config& c, const std::string& store) {
   json sweep = json::array();
   for (const int workers : c.loader_sweep) {
     lo.workers = workers;
-    sweep.push_back(pets::bench::measure_loader(lo, c.loader_epochs));
+    sweep.push_back(measure(lo));
   }
   out["workers_sweep"] = sweep;
   // The GPU path's host side: the loader only reads each crop box into a staging buffer
@@ -465,7 +494,7 @@ json loader_bench(const Config& c, const std::string& store) {
       torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   lo.workers = c.loader_workers;
   pets::train::configure_loader(lo, true, /*pinned=*/device.is_cuda());
-  json staging = pets::bench::measure_loader(lo, c.loader_epochs);
+  json staging = measure(lo);
   staging["what"] = "read of each RandomResizedCrop box into a staging buffer (uint8 crops)";
   staging["pinned"] = device.is_cuda();
   // Its scaling with threads, in this run (--loader-sweep: the workers a GPU's rank can be
@@ -474,7 +503,7 @@ json loader_bench(const Config& c, const std::string& store) {
   json staging_sweep = json::array();
   for (const int workers : c.loader_sweep) {
     lo.workers = workers;
-    staging_sweep.push_back(pets::bench::measure_loader(lo, c.loader_epochs));
+    staging_sweep.push_back(measure(lo));
   }
   const auto later_rate = [](const json& m) {
     return (m["steady"].is_null() ? m : m["steady"])["images_per_s"].get<double>();
@@ -500,7 +529,7 @@ json loader_bench(const Config& c, const std::string& store) {
     lo.workers = c.loader_workers;
     lo.output = pets::data::LoaderOutput::kBoxes;
     lo.verify_ahead = false;
-    json resident = pets::bench::measure_loader(lo, c.loader_epochs);
+    json resident = measure(lo);
     resident["what"] = "each RandomResizedCrop box alone, the images held on the device";
     resident["load"] = {{"device", device.str()},
                         {"bytes", held.size_bytes()},
@@ -508,8 +537,9 @@ json loader_bench(const Config& c, const std::string& store) {
                         {"cpu_seconds", load_cpu},
                         {"gb_per_s", static_cast<double>(held.size_bytes()) / 1e9 / load_s}};
     // The host's CPU per image of the two device paths, measured back to back here: over the
-    // epochs after the first when there are several (the staging path's first epoch also checks
-    // the chunks), else the one epoch; the loader's threads alone (not the measuring thread).
+    // epochs after the first when there are several (the staging path's first epoch also
+    // faults in its first staging buffers), else the one epoch; the loader's threads alone (not
+    // the measuring thread).
     const auto loader_us = [](const json& m) {
       return (m["steady"].is_null() ? m["first_epoch"] : m["steady"])["loader_cpu_us_per_image"]
           .get<double>();
@@ -658,12 +688,29 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
   return kinds;
 }
 
-/// The runs of sections 5/6: --e2e-runs, else np2, np2_bn_eval, np1_threads2 (and np2_bf16
-/// with --e2e-bf16).
+/// The runs of sections 5/6 without --e2e-runs (and np2_bf16 with --e2e-bf16).
+const std::vector<std::string> kDefaultE2eRuns = {"np2", "np2_bn_eval", "np1_threads2"};
+
+/// Names joined by `separator`, for --help.
+std::string joined(const std::vector<std::string>& names, const std::string& separator) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : separator) + name;
+  return out;
+}
+
+/// --e2e-runs's help: every name of e2e_run_kinds() and the default runs.
+std::string e2e_runs_help() {
+  std::vector<std::string> names;
+  for (const auto& kind : e2e_run_kinds()) names.push_back(kind.first);
+  return "pets_train runs, comma-separated, of " + joined(names, " ") +
+         " (empty: " + joined(kDefaultE2eRuns, ", ") + ")";
+}
+
+/// The runs of sections 5/6: --e2e-runs, else kDefaultE2eRuns.
 std::vector<std::string> e2e_run_names(const Config& c) {
   std::vector<std::string> names;
   if (c.e2e_runs.empty()) {
-    names = {"np2", "np2_bn_eval", "np1_threads2"};
+    names = kDefaultE2eRuns;
     if (c.e2e_bf16) names.push_back("np2_bf16");
     return names;
   }
@@ -720,6 +767,8 @@ void print_measurements(const json& r) {
   row("%-34s %12.1f   after it %8.1f", "  loader CPU us/image, first epoch",
       st["first_epoch"]["loader_cpu_us_per_image"].get<double>(),
       st_later["loader_cpu_us_per_image"].get<double>());
+  row("%-34s %12.1f   CPU ms %10.1f", "  chunk check before it, ms",
+      1e3 * st["check_seconds"].get<double>(), 1e3 * st["check_cpu_seconds"].get<double>());
   for (const auto& w : st["workers_sweep"])
     row("%-34s %12.1f   per CPU-s %8.1f",
         ("  " + std::to_string(w["workers"].get<int>()) + " workers, images/s").c_str(),
@@ -872,12 +921,8 @@ po::options_description options_of(Config& c, std::string& loader_sweep, std::st
       "loader-only", po::bool_switch(&c.loader_only), "section 4 alone (a report --check refuses)")(
       "e2e-only", po::bool_switch(&c.e2e_only), "the data and the pets_train runs alone")(
       "device", text(c.device), "cpu | cuda: where sections 1 and 3 run (cuda adds fp16)")(
-      "e2e-runs", text(c.e2e_runs),
-      "pets_train runs, of np2 np2_bn_eval np1_threads2 np2_bf16 np1 np1_bf16 np1_fp16 "
-      "np1_bf16_bn_eval np1_bf16_loader8 np1_bf16_loader15 np1_bf16_deterministic "
-      "np1_bf16_native_bn np1_fp16_native_bn np1_bf16_bn_eval_native_conv (empty: np2, "
-      "np2_bn_eval, np1_threads2)")("e2e-args", text(c.e2e_args),
-                                    "added to every pets_train run, e.g. '--device cuda'")(
+      "e2e-runs", text(c.e2e_runs), e2e_runs_help().c_str())(
+      "e2e-args", text(c.e2e_args), "added to every pets_train run, e.g. '--device cuda'")(
       "preprocess-np", count(c.preprocess_np), "ranks of pets_preprocess for the synthesised set")(
       "data", text(c.data), "use this store instead of synthesising one")(
       "per-class", count(c.per_class), "synthesised images per class")(
