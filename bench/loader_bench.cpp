@@ -105,7 +105,12 @@ int loader_bench_main(int argc, char** argv) {
     for (const int w : *workers) {
       lo.workers = w;
       lo.output = output;
-      runs.push_back(pets::bench::measure_loader(lo, epochs, kind, check_first, wait_for_check));
+      pets::bench::LoaderRun run;
+      run.epochs = epochs;
+      run.kind = kind;
+      run.check_first = check_first;
+      run.wait_for_check = wait_for_check;
+      runs.push_back(pets::bench::measure_loader(lo, run));
       const auto& r = runs.back();
       const auto steady = r["steady"].is_null() ? r["first_epoch"] : r["steady"];
       std::fprintf(

@@ -47,7 +47,21 @@ inline double process_cpu_seconds() { return clock_seconds(CLOCK_PROCESS_CPUTIME
 
 inline double thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
-/// Runs `epochs` epochs of `kind` from `options` and reports:
+/// How measure_loader runs the loader.
+struct LoaderRun {
+  int epochs = 1;
+  data::SplitKind kind = data::SplitKind::kTrain;
+  /// Every image of the split read once before the clocks start.
+  bool check_first = false;
+  /// The loader's background check of the chunks ends before the clocks start.
+  bool wait_for_check = false;
+  /// The digest covers the batches' bytes (pixels or crops) too, not only their images, order,
+  /// boxes and labels. Reading every byte costs the measuring thread about a core's share on a
+  /// small machine, which a scaling figure must not pay.
+  bool digest_bytes = true;
+};
+
+/// Runs `run.epochs` epochs of `run.kind` from `options` and reports:
 ///   images_per_s          wall-clock throughput;
 ///   images_per_cpu_s      images per CPU-second: the throughput of one fully used core, robust
 ///                         on a shared machine (other processes slow the wall clock, not this);
@@ -72,24 +86,24 @@ inline double thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_I
 ///                         batches: not the loader's work, but inside the process's CPU figures);
 ///                         loader_cpu_us_per_image (per epoch, steady): the process's CPU less
 ///                         the measuring thread's, i.e. the loader's workers and background check;
-///   digest                XXH3-64 of every batch's pixels (or crops, or with
-///                         LoaderOutput::kBoxes only the boxes), labels and indices.
+///   digest                XXH3-64 of every batch's pixels (or crops; without `digest_bytes`,
+///                         or with LoaderOutput::kBoxes, its boxes instead), labels and indices.
 /// With `wait_for_check`, the loader's background check of the chunks ends before the clocks start
 /// (a run whose start-up outlasts it, as pets_train's model set-up does): check_seconds and
 /// check_cpu_seconds are its wall and CPU time from the loader's construction.
-inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epochs,
-                                     data::SplitKind kind = data::SplitKind::kTrain,
-                                     bool check_first = false, bool wait_for_check = false) {
+inline nlohmann::json measure_loader(const data::LoaderOptions& options, const LoaderRun& run) {
+  const int epochs = run.epochs;
+  const data::SplitKind kind = run.kind;
   const double check_cpu0 = process_cpu_seconds();
   const auto check_t0 = std::chrono::steady_clock::now();
   data::Loader loader(options);
   double check_s = 0, check_cpu = 0;
-  if (wait_for_check) {
+  if (run.wait_for_check) {
     loader.finish_verifying();
     check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - check_t0).count();
     check_cpu = process_cpu_seconds() - check_cpu0;
   }
-  if (check_first)
+  if (run.check_first)
     for (std::int64_t i = 0; i < loader.store().split(kind).size(); ++i)
       loader.store().read_image(kind, i);
   const data::ReadStats before = loader.store().read_stats();
@@ -106,10 +120,13 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
     loader.start_epoch(kind, epoch);
     while (auto b = loader.next()) {
       epoch_images += b->n;
-      digest.add(b->pixels.data(), b->pixels.size() * sizeof(float));
-      if (b->crops.data != nullptr)
-        digest.add(b->crops.data, static_cast<std::size_t>(b->crop_bytes));
-      if (b->pixels.empty() && b->crops.data == nullptr)  // LoaderOutput::kBoxes
+      if (run.digest_bytes) {
+        digest.add(b->pixels.data(), b->pixels.size() * sizeof(float));
+        if (b->crops.data != nullptr)
+          digest.add(b->crops.data, static_cast<std::size_t>(b->crop_bytes));
+      }
+      // The boxes, where no bytes are digested (as LoaderOutput::kBoxes delivers none).
+      if (!run.digest_bytes || (b->pixels.empty() && b->crops.data == nullptr))
         digest.add(b->boxes.data(), b->boxes.size() * sizeof(data::CropBox));
       digest.add(b->labels.data(), b->labels.size() * sizeof(std::int64_t));
       digest.add(b->indices.data(), b->indices.size() * sizeof(std::int64_t));
@@ -181,8 +198,9 @@ inline nlohmann::json measure_loader(const data::LoaderOptions& options, int epo
           {"first_epoch", per_epoch.empty() ? nlohmann::json() : per_epoch[0]},
           {"steady", steady},
           {"consumer_cpu_us_per_image", 1e6 * consumer_cpu / n},
-          {"check_first", check_first},
-          {"wait_for_check", wait_for_check},
+          {"check_first", run.check_first},
+          {"wait_for_check", run.wait_for_check},
+          {"digest_bytes", run.digest_bytes},
           {"check_seconds", check_s},
           {"check_cpu_seconds", check_cpu},
           {"read_bytes_per_image", static_cast<double>(after.bytes - before.bytes) / n},
