@@ -47,7 +47,7 @@ GLIBC = re.compile(r"^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|li
                    r"librt\.so\.1|ld-linux-x86-64\.so\.2|libutil\.so\.1|libresolv\.so\.2|libanl\.so\.1)$")
 E2E_RUNS = ("np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,"
             "np1_bf16_deterministic,np1_bf16_native_bn,np1_fp16_native_bn,"
-            "np1_bf16_bn_eval_native_conv")
+            "np1_bf16_bn_eval_native_conv,np1_bf16_no_warm_up")
 TIMED_OUT, OUT_OF_TIME, NOT_SELECTED = 124, 125, 126
 
 

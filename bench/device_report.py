@@ -18,6 +18,9 @@ each: name, status, seconds, figures, log tail), with the GPU targets read from 
                  np1_fp16) over LibTorch's BatchNorm, ReLU and add (PETS_NATIVE_BATCHNORM=1)
   fused_conv_*   the steady training rate of the folded backbone (np1_bf16_bn_eval) with cuDNN's
                  fused convolution + bias (+ add) + ReLU over LibTorch's (PETS_NATIVE_CONV=1)
+  warm_up_*      the first epoch over the later ones with the warm-up forward before it (np1_bf16)
+                 and without (PETS_NO_WARM_UP=1), and the two runs' seconds outside their epochs
+                 (start-up, checkpoints, the end)
 
 A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
 
@@ -118,6 +121,15 @@ def targets_of(by):
     if len(fused) >= 2 and len(native) >= 2 and None not in fused + native:
         t["fused_conv_bf16_bn_eval_steady_over_native"] = (
             statistics.median(fused[1:]) / statistics.median(native[1:]))
+    no_warm, _ = epoch_figures(runs.get("np1_bf16_no_warm_up"))
+    if len(rates) >= 2 and len(no_warm) >= 2 and None not in rates + no_warm:
+        t["warm_up_first_over_steady"] = rates[0] / statistics.median(rates[1:])
+        t["no_warm_up_first_over_steady"] = no_warm[0] / statistics.median(no_warm[1:])
+        for name, key in (("np1_bf16", "warm_up_outside_epochs_seconds"),
+                          ("np1_bf16_no_warm_up", "no_warm_up_outside_epochs_seconds")):
+            outside = get(runs, name, "outside_epochs_seconds")
+            if outside is not None:
+                t[key] = outside
     prep = get(by, "harness_data", "figures", "preprocess_seconds")
     train_wall = get(runs, "np1_bf16", "wall_seconds")
     tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")

@@ -671,6 +671,9 @@ json e2e_run(const Config& c, const std::string& store, const std::string& name,
           {"eval_images_per_s", eval_img / eval_s},
           {"train_seconds", train_s},
           {"eval_seconds", eval_s},
+          // Start-up (its warm-up included), checkpoints and the end: the wall time outside the
+          // epochs' training and evaluation.
+          {"outside_epochs_seconds", wall - train_s - eval_s},
           {"loader_wait_share", wait_s / train_s},
           {"final_accuracy", epochs.back().at("accuracy")},
           {"per_epoch", epochs}};
@@ -700,6 +703,8 @@ const std::map<std::string, E2eKind>& e2e_run_kinds() {
       // LibTorch's BatchNorm, ReLU and add instead of the fused kernel, to compare with.
       {"np1_bf16_native_bn", {1, true, "--mixed-precision bf16", "PETS_NATIVE_BATCHNORM=1"}},
       {"np1_fp16_native_bn", {1, true, "--mixed-precision fp16", "PETS_NATIVE_BATCHNORM=1"}},
+      // No warm-up forward before the first epoch (its set-up then falls in the first epoch).
+      {"np1_bf16_no_warm_up", {1, true, "--mixed-precision bf16", "PETS_NO_WARM_UP=1"}},
       // LibTorch's convolution, add and ReLU instead of cuDNN's fused convolution.
       {"np1_bf16_bn_eval_native_conv",
        {1, true, "--mixed-precision bf16 --bn-mode eval", "PETS_NATIVE_CONV=1"}}};

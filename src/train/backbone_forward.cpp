@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "pets/compat/torch.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -52,6 +54,27 @@ at::Tensor BackboneForward::operator()(model::ResNet50dImpl& model,
   if (train_norm_ && images.is_cuda() && model.is_training())
     return train_mode_features(model, images, train_norm_).to(torch::kFloat32);
   return model.forward_features(images).to(torch::kFloat32);
+}
+
+void warm_up_forward(const BackboneForward& forward, model::ResNet50dImpl& model,
+                     const model::FoldedBackbone* folded, const std::vector<int64_t>& batch_sizes,
+                     int64_t image_size, const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> buffers, kept;
+  for (const auto& b : model.named_buffers(true)) {
+    buffers.push_back(b.value());
+    kept.push_back(b.value().clone());
+  }
+  std::vector<int64_t> done;
+  for (const int64_t n : batch_sizes) {
+    if (n < 1 || std::find(done.begin(), done.end(), n) != done.end()) continue;
+    done.push_back(n);
+    const torch::Tensor images =
+        torch::zeros({n, 3, image_size, image_size}, torch::TensorOptions().device(device))
+            .contiguous(torch::MemoryFormat::ChannelsLast);
+    model.forward_head(forward(model, folded, images));
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(kept[i]);
 }
 
 }  // namespace pets::train

@@ -87,7 +87,8 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
       loss_scaling_(options.mixed_precision == MixedPrecision::kFp16),
       device_input_(false),
       resident_(options.resident),
-      deterministic_(options.deterministic) {
+      deterministic_(options.deterministic),
+      warm_up_(!switches.no_warm_up) {
   if (deterministic_) use_deterministic_algorithms();
   const int count = static_cast<int>(torch::cuda::device_count());
   check_devices(options, count);
@@ -183,6 +184,12 @@ std::string Backend::resident_refusal(std::int64_t store_bytes, const std::strin
          (free.empty() ? "" : " with " + free) +
          ", of which at most half is given to them (the rest is the step's); use --resident off "
          "to stream them from the host";
+}
+
+void Backend::warm_up(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
+                      const std::vector<int64_t>& batch_sizes, int64_t image_size) const {
+  if (warm_up_ && device_.is_cuda())
+    warm_up_forward(forward_, model, folded, batch_sizes, image_size, device_);
 }
 
 std::vector<std::string> Backend::notices() const {

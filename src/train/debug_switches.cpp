@@ -24,6 +24,7 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.default_malloc = lookup("PETS_DEFAULT_MALLOC") != nullptr;
   s.native_batchnorm = lookup("PETS_NATIVE_BATCHNORM") != nullptr;
   s.native_conv = lookup("PETS_NATIVE_CONV") != nullptr;
+  s.no_warm_up = lookup("PETS_NO_WARM_UP") != nullptr;
   if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
   if (const char* spec = lookup("PETS_PAUSE_STEP")) s.pause_step = parse_step_pause(spec);
   if (const char* seconds = lookup("PETS_PAUSE_EVAL")) {

@@ -130,6 +130,16 @@ void Trainer::setup() {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
+  // The sizes of this rank's batches: every step's but the last, and the last's.
+  std::vector<int64_t> batch_sizes;
+  for (const int64_t step : {int64_t{0}, steps - 1})
+    if (step >= 0)
+      batch_sizes.push_back(
+          static_cast<int64_t>(data_->loader->step_indices(SplitKind::kTrain, 0, step).size()));
+  model_->train(options_.bn_mode == BnMode::kTrain);
+  backend_->fitting("--batch-size", options_.batch_size, [&] {
+    backend_->warm_up(*model_, folded_.get(), batch_sizes, data_->loader->options().image_size);
+  });
   log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
   progress_ = std::make_unique<RunProgress>(progress_shape(options_, mpi_.size(), *data_, fold));
 }

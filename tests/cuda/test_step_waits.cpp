@@ -4,12 +4,14 @@
 // gradients are finite). Each wait leaves the device idle while the host queues the next work.
 // The step runs as pets_train runs it: the backend's forward (the fused BatchNorm kernel), its
 // communicator (NCCL), the images already on the device (the device input path), the BatchNorm
-// statistics that several ranks carry in each step. Skipped without a CUDA device.
+// statistics that several ranks carry in each step. And the warm-up before the first epoch leaves
+// the model as it was. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cuda/train_cuda_test_util.hpp"
 #include "pets/comm/mpi_comm.hpp"
@@ -66,6 +68,36 @@ TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
     for (int i = 0; i < 3; ++i) one_step();
   });
   EXPECT_EQ(waits, 3 * (GetParam() == MixedPrecision::kFp16 ? 2 : 1));
+}
+
+// The warm-up before the first epoch on a GPU (Backend::warm_up) runs the backend's train-mode
+// forward (the fused BatchNorm kernel) for each batch size: the statistics it updates are put
+// back bit for bit.
+TEST_P(StepWaits, AWarmUpLeavesTheBatchNormStatisticsAsTheyWere) {
+  if (pets::test::cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
+  const pets::comm::MpiComm mpi;
+  pets::train::TrainOptions o;
+  o.data = "unused";
+  o.device = pets::train::DeviceChoice::kCuda;
+  o.mixed_precision = GetParam();
+  const auto backend = pets::train::make_backend(o, mpi);
+  torch::manual_seed(3);
+  pets::model::ResNet50d model(5);
+  model->freeze_backbone();
+  model->to(backend->device());
+  model->to_channels_last();
+  model->train();
+  std::vector<torch::Tensor> before;
+  for (const auto& b : model->named_buffers(true)) before.push_back(b.value().clone());
+  backend->warm_up(*model, nullptr, {8, 5}, 64);
+  std::size_t i = 0;
+  for (const auto& b : model->named_buffers(true))
+    EXPECT_TRUE(torch::equal(b.value(), before[i++])) << b.key();
+  // A forward as the warm-up runs it does change them.
+  backend->forward()(*model, nullptr,
+                     torch::randn({8, 3, 64, 64}, torch::TensorOptions(backend->device()))
+                         .contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(torch::equal(model->named_buffers(true)[0].value(), before[0]));
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, StepWaits,

@@ -64,6 +64,11 @@ runs["np1_bf16_deterministic"] = {"per_epoch": [{"train_images_per_s": r * 0.8, 
                                                 for r in [15500, 16500, 17000, 16800, 16900]]}
 runs["np1_bf16_loader8"] = {"per_epoch": [{"train_images_per_s": r, "loader_wait_share": 0.005}
                                           for r in [15000, 17000, 17500]]}
+# Without the warm-up forward the first epoch pays the first calls' set-up, and the start-up less.
+runs["np1_bf16"]["outside_epochs_seconds"] = 4.0
+runs["np1_bf16_no_warm_up"] = {"outside_epochs_seconds": 3.5,
+                               "per_epoch": [{"train_images_per_s": r, "loader_wait_share": 0.01}
+                                             for r in [8425, 16500, 17000, 16800, 16900]]}
 good_parts["determinism_bitwise"] = {}
 good = run_report(good_parts)["targets"]
 for key in VERDICTS:
@@ -75,6 +80,11 @@ expect("good: loader threads", good.get("loader_threads"),
        {"np1_bf16": {"steady_images_per_s": 16850.0, "steady_loader_wait_share": 0.01},
         "np1_bf16_loader8": {"steady_images_per_s": 17250.0, "steady_loader_wait_share": 0.005}})
 expect("good: first over steady", round(good.get("e2e_bf16_first_over_steady", 0), 4), round(15500 / 16850, 4))
+expect("good: warm-up first over steady", round(good.get("warm_up_first_over_steady", 0), 4),
+       round(15500 / 16850, 4))
+expect("good: no warm-up first over steady", good.get("no_warm_up_first_over_steady"), 0.5)
+expect("good: outside the epochs", [good.get("warm_up_outside_epochs_seconds"),
+                                    good.get("no_warm_up_outside_epochs_seconds")], [4.0, 3.5])
 
 bad_parts = gpu_parts([2650, 5500, 5600, 5400, 5500], [0.3, 0.26, 0.38, 0.3, 0.3], [6900, 7500, 7000, 7100, 7200],
                       13000, 8300, 12000, 40, 45, 300)
@@ -94,7 +104,8 @@ t = run_report(partial)["targets"]
 expect("partial: no tutorial, no whole-job verdict", "whole_job_at_most_a_fifth" in t, False)
 expect("partial: 3 epochs are not the 5-epoch job", "whole_job_seconds" in t, False)
 expect("partial: no fp16, no comparison", "step_bf16_no_slower_than_fp16" in t, False)
-for key in ("deterministic_bitwise_same_models", "deterministic_steady_over_default", "loader_threads"):
+for key in ("deterministic_bitwise_same_models", "deterministic_steady_over_default", "loader_threads",
+            "warm_up_first_over_steady"):
     expect("partial: no such runs, no " + key, key in t, False)
 expect("partial: the steady figure still judged", t.get("e2e_bf16_steady_at_least_16000"), True)
 

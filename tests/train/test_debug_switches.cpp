@@ -29,18 +29,21 @@ TEST(DebugSwitches, OffUnlessSet) {
   EXPECT_FALSE(none.default_malloc);
   EXPECT_FALSE(none.native_batchnorm);
   EXPECT_FALSE(none.native_conv);
+  EXPECT_FALSE(none.no_warm_up);
   // Set to anything, even empty: on.
   const DebugSwitches all = from({{"PETS_UNFOLDED", ""},
                                   {"PETS_VERIFY_RANKS", "1"},
                                   {"PETS_DEFAULT_MALLOC", "0"},
                                   {"PETS_NATIVE_BATCHNORM", ""},
                                   {"PETS_NATIVE_CONV", "yes"},
+                                  {"PETS_NO_WARM_UP", "1"},
                                   {"PETS_INJECT_FAULT", "throw:1:2"}});
   EXPECT_TRUE(all.unfolded);
   EXPECT_TRUE(all.verify_ranks);
   EXPECT_TRUE(all.default_malloc);
   EXPECT_TRUE(all.native_batchnorm);
   EXPECT_TRUE(all.native_conv);
+  EXPECT_TRUE(all.no_warm_up);
   ASSERT_TRUE(all.inject_fault);
   EXPECT_EQ(all.inject_fault->kind, "throw");
   EXPECT_EQ(all.inject_fault->rank, 1);

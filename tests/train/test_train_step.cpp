@@ -6,12 +6,14 @@
 #include <torch/torch.h>
 
 #include <limits>
+#include <vector>
 
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/adam.hpp"
+#include "pets/train/backbone_forward.hpp"
 #include "pets/train/batch_tensors.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/train_step.hpp"
@@ -300,6 +302,51 @@ TEST_F(TrainStepTest, Bf16FeaturesAreFp32AndClose) {
   EXPECT_FALSE(fp32.requires_grad());
   EXPECT_FALSE(torch::equal(fp32, bf16));  // autocast did run
   EXPECT_LT((fp32 - bf16).abs().max().item<double>(), 0.05 * fp32.abs().max().item<double>());
+}
+
+/// Every buffer of `model` (BatchNorm statistics and counters), copied.
+std::vector<torch::Tensor> buffers_of(const pets::model::ResNet50d& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& b : model->named_buffers(true)) out.push_back(b.value().clone());
+  return out;
+}
+
+bool same_tensors(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+// The warm-up before the first epoch (Backend::warm_up on a GPU) runs train-mode forwards, which
+// update the BatchNorm statistics: they are put back, so the step after it is the step without.
+TEST_F(TrainStepTest, AWarmUpForwardChangesNothingTheStepSees) {
+  pets::model::ResNet50d warmed = make_model();
+  pets::model::ResNet50d plain = make_model();
+  warmed->train();
+  plain->train();
+  const std::vector<torch::Tensor> before = buffers_of(warmed);
+  // A train-mode forward does change them: what the warm-up must undo.
+  pets::model::ResNet50d changed = make_model();
+  changed->train();
+  pets::data::Batch some = global_images(0, 3);
+  pets::train::BackboneForward()(*changed, nullptr, pets::train::batch_images(some, torch::kCPU));
+  ASSERT_FALSE(same_tensors(buffers_of(changed), before));
+
+  pets::train::warm_up_forward(pets::train::BackboneForward(), *warmed, nullptr, {3, 0, 2, 3},
+                               kSize, torch::kCPU);
+  EXPECT_TRUE(same_tensors(buffers_of(warmed), before));
+  EXPECT_FALSE(warmed->fc->weight.grad().defined());
+  EXPECT_TRUE(torch::equal(warmed->fc->weight, plain->fc->weight));
+
+  TrainStep a(*warmed, comm_, schedule(), StepSettings{});
+  TrainStep b(*plain, comm_, schedule(), StepSettings{});
+  pets::data::Batch mine = global_images(mpi_.rank() * 2, 2);
+  const StepResult after_warm_up = a.run(mine, [] { return false; });
+  const StepResult without = b.run(mine, [] { return false; });
+  EXPECT_EQ(after_warm_up.loss_sum, without.loss_sum);
+  EXPECT_TRUE(torch::equal(warmed->fc->weight, plain->fc->weight));
+  EXPECT_TRUE(same_tensors(buffers_of(warmed), buffers_of(plain)));
 }
 
 }  // namespace

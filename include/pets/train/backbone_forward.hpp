@@ -5,10 +5,12 @@
 /// from --mixed-precision; backend.hpp).
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "pets/model/folded.hpp"
 #include "pets/train/train_mode_forward.hpp"
@@ -59,5 +61,15 @@ class BackboneForward {
   NormAfterConv train_norm_;
   model::FoldedBackbone::ConvRun folded_conv_;
 };
+
+/// Runs `forward` and `model`'s head once on a batch of zeros for each size in `batch_sizes`
+/// (each size once, sizes under 1 skipped) of `image_size` square channels-last float images on
+/// `device`, as a run's steps will, so that what first calls set up (cuDNN's plans for each shape,
+/// CUDA's lazily loaded kernels, cuBLAS's handle) is done before the first epoch. `model`'s buffers
+/// (a train-mode forward updates the BatchNorm statistics) are put back bit for bit; its parameters
+/// and their gradients are not touched.
+void warm_up_forward(const BackboneForward& forward, model::ResNet50dImpl& model,
+                     const model::FoldedBackbone* folded, const std::vector<int64_t>& batch_sizes,
+                     int64_t image_size, const c10::Device& device);
 
 }  // namespace pets::train

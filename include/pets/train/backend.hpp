@@ -96,6 +96,13 @@ class Backend {
   /// read of the store finds damaged pixels.
   std::unique_ptr<InputPipeline> input_pipeline(data::Loader& loader);
 
+  /// Before the first epoch, on a GPU: warm_up_forward with forward() for the batch sizes this
+  /// rank's steps take (`batch_sizes`), `model` in the mode and `folded` as the steps run them,
+  /// so that the first epoch runs as fast as the later ones. Nothing on the CPU, where first
+  /// calls set up little against a step's seconds, or under PETS_NO_WARM_UP.
+  void warm_up(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
+               const std::vector<int64_t>& batch_sizes, int64_t image_size) const;
+
   /// Lines for the user about the choices (on rank 0's terminal).
   std::vector<std::string> notices() const;
 
@@ -137,6 +144,7 @@ class Backend {
   bool device_input_;
   ResidentChoice resident_;
   bool deterministic_;
+  bool warm_up_;  ///< on a GPU, unless PETS_NO_WARM_UP
 };
 
 /// The backend of a run with `options` on this rank of `mpi` (which must outlive it): checks the

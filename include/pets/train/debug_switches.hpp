@@ -49,6 +49,9 @@ struct DebugSwitches {
   /// PETS_NATIVE_CONV: on CUDA, the folded backbone runs LibTorch's convolution, add and ReLU
   /// rather than cuDNN's fused convolution (fused_folded_conv, backbone_forward.hpp).
   bool native_conv = false;
+  /// PETS_NO_WARM_UP: on CUDA, no warm-up forward before the first epoch (Backend::warm_up), so
+  /// that the first epoch pays the first calls' set-up, to compare against.
+  bool no_warm_up = false;
   std::optional<WritePause> pause_write;  ///< PETS_PAUSE_WRITE (unset or malformed: none)
   /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.
