@@ -7,6 +7,7 @@
 #include <torch/cuda.h>
 
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "cuda/cuda_test_util.hpp"
@@ -77,21 +78,23 @@ void expect_eval_parity(const torch::Device& device, at::ScalarType dtype, doubl
 
 bool cuda() { return torch::cuda::is_available(); }
 
-TEST(CudaParity, EvalFp32WithinTheCpuTolerance) {
-  if (!cuda()) GTEST_SKIP() << "no CUDA device";
-  const pets::test::NoTf32 no_tf32;
-  expect_eval_parity(torch::Device(torch::kCUDA, 0), at::kFloat, kFp32Tolerance);
+/// The tolerance of a precision: fp32 the CPU parity test's, bf16 and fp16 their own.
+double tolerance_of(at::ScalarType precision) {
+  if (precision == at::kFloat) return kFp32Tolerance;
+  return precision == at::kBFloat16 ? kBf16Tolerance : kFp16Tolerance;
 }
 
-TEST(CudaParity, EvalBf16WithinItsTolerance) {
+class CudaEvalParity : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(CudaEvalParity, WithinItsTolerance) {
   if (!cuda()) GTEST_SKIP() << "no CUDA device";
-  expect_eval_parity(torch::Device(torch::kCUDA, 0), at::kBFloat16, kBf16Tolerance);
+  std::optional<pets::test::NoTf32> no_tf32;  // fp32 within the CPU's tolerance: TF32 off
+  if (GetParam() == at::kFloat) no_tf32.emplace();
+  expect_eval_parity(torch::Device(torch::kCUDA, 0), GetParam(), tolerance_of(GetParam()));
 }
 
-TEST(CudaParity, EvalFp16WithinItsTolerance) {
-  if (!cuda()) GTEST_SKIP() << "no CUDA device";
-  expect_eval_parity(torch::Device(torch::kCUDA, 0), at::kHalf, kFp16Tolerance);
-}
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaEvalParity, ::testing::ValuesIn(pets::test::kPrecisions),
+                         pets::test::precision_name);
 
 // The bf16 tolerance on the CPU's autocast: the same check, runnable without a GPU.
 TEST(CudaParity, CpuBf16WithinTheBf16Tolerance) {
