@@ -92,10 +92,8 @@ at::Tensor resize_normalize(const at::Tensor& bytes, const std::vector<CropSlot>
   const std::int64_t total = bytes.numel();
   std::vector<int> heights, widths;
   int widest = 0;
+  check_slots(slots, total, "resize_normalize", "the buffer");
   for (const CropSlot& s : slots) {
-    PETS_CHECK(slot_inside(s, total),
-               "resize_normalize: a crop slot is empty, narrower than its rows or runs past the "
-               "buffer");
     heights.push_back(s.height);
     widths.push_back(s.width);
     widest = std::max(widest, s.width);

@@ -14,6 +14,13 @@
 
 namespace pets::train {
 
+void check_slots(const std::vector<CropSlot>& slots, std::int64_t total, const std::string& who,
+                 const std::string& where) {
+  for (const CropSlot& s : slots)
+    PETS_CHECK(slot_inside(s, total),
+               who + ": a crop slot is empty, narrower than its rows or runs past " + where);
+}
+
 std::int64_t crop_bytes(const data::CropBox& box) {
   return static_cast<std::int64_t>(box.height) * box.width * 3;
 }
@@ -91,10 +98,7 @@ PendingImages DeviceInput::submit(const HostCrops& crops) {
   PETS_CHECK(crops.bytes.defined() && crops.bytes.device().is_cpu() &&
                  crops.bytes.scalar_type() == at::kByte && crops.bytes.dim() == 1,
              "device input: staged crops must be a flat uint8 host buffer");
-  for (const CropSlot& s : crops.slots)
-    PETS_CHECK(slot_inside(s, crops.bytes.numel()),
-               "device input: a crop slot is empty, narrower than its rows or runs past the "
-               "staged bytes");
+  check_slots(crops.slots, crops.bytes.numel(), "device input", "the staged bytes");
   if (!impl_->stream)
     return PendingImages(
         resize_normalize(crops.bytes, crops.slots, size_, impl_->scale, impl_->shift, dtype_));
@@ -111,9 +115,7 @@ PendingImages DeviceInput::submit(const ResidentImages& images,
   PETS_CHECK(bytes.device() == device_, "device input: the resident images are on " +
                                             bytes.device().str() + ", the input on " +
                                             device_.str());
-  for (const CropSlot& s : slots)
-    PETS_CHECK(slot_inside(s, bytes.numel()),
-               "device input: a crop slot lies outside the resident images");
+  check_slots(slots, bytes.numel(), "device input", "the resident images");
   if (!impl_->stream)
     return PendingImages(resize_normalize(bytes, slots, size_, impl_->scale, impl_->shift, dtype_));
   return impl_->stream->run(bytes, [&] {

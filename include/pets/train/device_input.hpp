@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,11 @@ inline bool slot_inside(const CropSlot& slot, std::int64_t total) {
   return slot.height > 0 && slot.width > 0 && slot.offset >= 0 &&
          row_stride(slot) >= static_cast<std::int64_t>(slot.width) * 3 && slot_end(slot) <= total;
 }
+
+/// Throws pets::Error "WHO: a crop slot is empty, narrower than its rows or runs past WHERE"
+/// unless every slot is slot_inside `total` bytes (`where` names them: "the staged bytes").
+void check_slots(const std::vector<CropSlot>& slots, std::int64_t total, const std::string& who,
+                 const std::string& where);
 
 /// A batch of uint8 RGB crops packed one after another in one host buffer. stage_crops and the
 /// loader leave one row of the widest crop (its width * 3 bytes) unused after the last crop:
