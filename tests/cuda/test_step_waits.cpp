@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,23 +27,36 @@ namespace {
 
 using pets::train::MixedPrecision;
 
+/// The backend pets_train makes for --device cuda and `precision`.
+std::unique_ptr<pets::train::Backend> cuda_backend(MixedPrecision precision,
+                                                   const pets::comm::MpiComm& mpi) {
+  pets::train::TrainOptions o;
+  o.data = "unused";
+  o.device = pets::train::DeviceChoice::kCuda;
+  o.mixed_precision = precision;
+  return pets::train::make_backend(o, mpi);
+}
+
+/// A seeded ResNet-50d of 5 classes as a run trains it: frozen backbone, channels-last, on
+/// `device`, in train mode.
+pets::model::ResNet50d train_mode_model(const torch::Device& device) {
+  torch::manual_seed(3);
+  pets::model::ResNet50d model(5);
+  model->freeze_backbone();
+  model->to(device);
+  model->to_channels_last();
+  model->train();
+  return model;
+}
+
 class StepWaits : public ::testing::TestWithParam<MixedPrecision> {};
 
 TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
   const pets::train::CudaParts* cuda = pets::test::cuda_or_skip();
   if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
   const pets::comm::MpiComm mpi;
-  pets::train::TrainOptions o;
-  o.data = "unused";
-  o.device = pets::train::DeviceChoice::kCuda;
-  o.mixed_precision = GetParam();
-  const auto backend = pets::train::make_backend(o, mpi);
-  torch::manual_seed(3);
-  pets::model::ResNet50d model(5);
-  model->freeze_backbone();
-  model->to(backend->device());
-  model->to_channels_last();
-  model->train();
+  const auto backend = cuda_backend(GetParam(), mpi);
+  pets::model::ResNet50d model = train_mode_model(backend->device());
   pets::train::OneCycleOptions schedule;
   schedule.total_steps = 10;
   // Each step also carries this rank's BatchNorm statistics, as on several ranks under
@@ -76,17 +90,8 @@ TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
 TEST_P(StepWaits, AWarmUpLeavesTheBatchNormStatisticsAsTheyWere) {
   if (pets::test::cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
   const pets::comm::MpiComm mpi;
-  pets::train::TrainOptions o;
-  o.data = "unused";
-  o.device = pets::train::DeviceChoice::kCuda;
-  o.mixed_precision = GetParam();
-  const auto backend = pets::train::make_backend(o, mpi);
-  torch::manual_seed(3);
-  pets::model::ResNet50d model(5);
-  model->freeze_backbone();
-  model->to(backend->device());
-  model->to_channels_last();
-  model->train();
+  const auto backend = cuda_backend(GetParam(), mpi);
+  pets::model::ResNet50d model = train_mode_model(backend->device());
   std::vector<torch::Tensor> before;
   for (const auto& b : model->named_buffers(true)) before.push_back(b.value().clone());
   backend->warm_up(*model, nullptr, {8, 5}, 64);
