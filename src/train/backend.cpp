@@ -188,8 +188,7 @@ std::string Backend::resident_refusal(std::int64_t store_bytes, const std::strin
 
 void Backend::warm_up(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
                       const std::vector<int64_t>& batch_sizes, int64_t image_size) const {
-  if (warm_up_ && device_.is_cuda())
-    warm_up_forward(forward_, model, folded, batch_sizes, image_size, device_);
+  if (warms_up()) warm_up_forward(forward_, model, folded, batch_sizes, image_size, device_);
 }
 
 std::vector<std::string> Backend::notices() const {

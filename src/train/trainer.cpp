@@ -38,6 +38,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+/// This rank's batch sizes of `kind` from `loader`: every step's but the last, and the last's.
+std::vector<int64_t> step_batch_sizes(const data::Loader& loader, SplitKind kind) {
+  std::vector<int64_t> sizes;
+  for (const int64_t step : {int64_t{0}, loader.steps_per_epoch(kind) - 1})
+    if (step >= 0) sizes.push_back(static_cast<int64_t>(loader.step_indices(kind, 0, step).size()));
+  return sizes;
+}
+
 /// The run on one rank: the parts wired together (backend, session, loader, model, step,
 /// evaluator, BatchNorm sync, stop agreement), then epochs of training steps and evaluations with
 /// checkpoints.
@@ -56,6 +64,9 @@ class Trainer {
 
  private:
   void setup();
+  /// On a GPU, the training steps' forward and the evaluation's, once for each batch size, before
+  /// the first epoch (Backend::warm_up).
+  void warm_up();
   /// Trains from `position` to the end of the epoch, or until the ranks agree to stop (false).
   bool train_epoch(int64_t epoch, EpochPosition& position);
   /// False when the ranks agreed to stop before a batch (metrics unset).
@@ -130,18 +141,28 @@ void Trainer::setup() {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
-  // The sizes of this rank's batches: every step's but the last, and the last's.
-  std::vector<int64_t> batch_sizes;
-  for (const int64_t step : {int64_t{0}, steps - 1})
-    if (step >= 0)
-      batch_sizes.push_back(
-          static_cast<int64_t>(data_->loader->step_indices(SplitKind::kTrain, 0, step).size()));
-  model_->train(options_.bn_mode == BnMode::kTrain);
-  backend_->fitting("--batch-size", options_.batch_size, [&] {
-    backend_->warm_up(*model_, folded_.get(), batch_sizes, data_->loader->options().image_size);
-  });
+  warm_up();
   log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
   progress_ = std::make_unique<RunProgress>(progress_shape(options_, mpi_.size(), *data_, fold));
+}
+
+void Trainer::warm_up() {
+  if (!backend_->warms_up()) return;
+  const int64_t size = data_->loader->options().image_size;
+  model_->train(options_.bn_mode == BnMode::kTrain);
+  backend_->fitting("--batch-size", options_.batch_size, [&] {
+    backend_->warm_up(*model_, folded_.get(), step_batch_sizes(*data_->loader, SplitKind::kTrain),
+                      size);
+  });
+  // The evaluation's shapes through the backbone it runs (evaluate): the run's fold, else a fold
+  // of the current statistics (each evaluation folds its epoch's afresh), unless PETS_UNFOLDED.
+  model_->eval();
+  std::unique_ptr<model::FoldedBackbone> fold;
+  if (!folded_ && !switches_.unfolded) fold = std::make_unique<model::FoldedBackbone>(*model_);
+  backend_->fitting("--eval-batch-size", options_.eval_batch_size, [&] {
+    backend_->warm_up(*model_, folded_ ? folded_.get() : fold.get(),
+                      step_batch_sizes(*data_->loader, SplitKind::kEval), size);
+  });
 }
 
 bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {

@@ -96,10 +96,12 @@ class Backend {
   /// read of the store finds damaged pixels.
   std::unique_ptr<InputPipeline> input_pipeline(data::Loader& loader);
 
-  /// Before the first epoch, on a GPU: warm_up_forward with forward() for the batch sizes this
-  /// rank's steps take (`batch_sizes`), `model` in the mode and `folded` as the steps run them,
-  /// so that the first epoch runs as fast as the later ones. Nothing on the CPU, where first
-  /// calls set up little against a step's seconds, or under PETS_NO_WARM_UP.
+  /// Whether warm_up() runs: on a GPU, unless PETS_NO_WARM_UP. On the CPU first calls set up
+  /// little against a step's seconds.
+  bool warms_up() const { return warm_up_ && device_.is_cuda(); }
+  /// Before the first epoch, where warms_up(): warm_up_forward with forward() for the batch
+  /// sizes this rank's steps or evaluation batches take (`batch_sizes`), `model` in the mode and
+  /// `folded` as they run them, so that the first epoch runs as fast as the later ones.
   void warm_up(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
                const std::vector<int64_t>& batch_sizes, int64_t image_size) const;
 
