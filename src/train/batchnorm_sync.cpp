@@ -15,7 +15,7 @@ namespace {
 torch::Tensor pack(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> flat;
   flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.dim() == 1 ? t : t.flatten());  // no view at 1-d
+  for (const auto& t : tensors) flat.push_back(t.flatten());
   return torch::cat(flat);
 }
 
