@@ -151,4 +151,18 @@ void check_resume_compatible(const std::string& path, const RunShape& saved, boo
                      " (another data set)");
 }
 
+void check_schedule_resumable(const std::string& path, int64_t world_size, int64_t steps_per_update,
+                              bool finished) {
+  if (steps_per_update == world_size || finished) return;
+  const auto steps = [](int64_t n) {
+    return n == 1 ? std::string("one step") : std::to_string(n) + " steps";
+  };
+  throw UsageError(path + ": written by an earlier pets_train, whose OneCycle schedule at " +
+                   std::to_string(world_size) + " ranks took " + steps(steps_per_update) +
+                   " per optimiser step; this one takes " + steps(world_size) +
+                   " (one per rank, as Accelerate, over one process's batches), so the learning "
+                   "rates of the run so far do not continue on its schedule: start over with "
+                   "--overwrite, or finish the run with the pets_train that wrote it");
+}
+
 }  // namespace pets::train

@@ -8,6 +8,7 @@
 #include "pets/model/state_dict.hpp"
 #include "pets/train/backend.hpp"
 #include "pets/train/batchnorm_sync.hpp"
+#include "pets/train/resume_check.hpp"
 #include "pets/train/run_session.hpp"
 #include "pets/train/tensorboard.hpp"
 #include "pets/train/train_step.hpp"
@@ -45,10 +46,15 @@ ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_siz
   point.epoch = state.epoch;
   point.position = state.position;
   point.history = state.history;
+  const auto epochs = shape.config.options.find("epochs");
+  const bool finished = !state.mid_epoch() && epochs != shape.config.options.end() &&
+                        std::to_string(state.epoch) == epochs->second;
   // Another rank count splits an epoch into another number of steps: the schedule continues
-  // from the same epoch boundary of its new length (Adam keeps its count of updates made), and
+  // from the epoch boundary as a run at this rank count reaches it (its optimiser steps so far;
+  // OneCycleSchedule::position follows from them), Adam keeps its count of updates made, and
   // nothing is marked as redone.
   agree_on_usage([&] {
+    check_schedule_resumable(path, state.world_size, state.schedule_steps_per_update, finished);
     batchnorm.restore(state, path);
     step.restore(state, same_ranks ? state.schedule_steps : point.epoch * steps_per_epoch, path);
   });

@@ -56,6 +56,7 @@ nlohmann::json TrainingState::to_json() const {
   nlohmann::json state = {{"config", config},
                           {"adam_steps", adam_steps},
                           {"schedule_steps", schedule_steps},
+                          {"schedule_steps_per_update", schedule_steps_per_update},
                           {"steps_per_epoch", steps_per_epoch},
                           {"epoch", epoch},
                           {"position", position},
@@ -98,6 +99,8 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
     j.at("adam_steps").get_to(s.adam_steps);
     j.at("schedule_steps").get_to(s.schedule_steps);
     j.at("last_lr").get_to(s.last_lr);
+    // An earlier pets_train stepped OneCycle once per optimiser step and wrote no such key.
+    s.schedule_steps_per_update = j.value("schedule_steps_per_update", int64_t{1});
     j.at("history").get_to(s.history);
     // Checkpoints from before store ids have no "store": its id stays empty.
     if (const auto it = j.find("store"); it != j.end()) {

@@ -1,8 +1,13 @@
 // OneCycleLR + Adam against PyTorch's trajectory in onecycle_adam.safetensors: the lr and beta1 in
-// force at every step, every loss, and the final weights of the Linear head.
+// force at every step, every loss, and the final weights of the Linear head. The schedule as
+// Accelerate steps it at 1, 2 and 3 processes against onecycle_accelerate.json.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "fixture_dir.hpp"
 #include "pets/model/state_dict.hpp"
@@ -54,6 +59,72 @@ TEST(OneCycle, SteppingPastTheEndIsAnError) {
   for (int i = 0; i < 3; ++i) schedule.step();  // PyTorch allows total_steps calls of step()
   EXPECT_THROW(schedule.step(), pets::Error);
   EXPECT_THROW(schedule.set_step_count(-1), pets::Error);
+}
+
+// tests/fixtures/onecycle_accelerate/onecycle_accelerate.json (its make_fixture.py ran the
+// tutorial's OneCycleLR through Accelerate's AcceleratedScheduler at 1, 2 and 3 processes).
+nlohmann::json accelerate_fixture() {
+  const std::filesystem::path path = std::filesystem::path(PETS_FIXTURE_DIR).parent_path() /
+                                     "onecycle_accelerate" / "onecycle_accelerate.json";
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  return nlohmann::json::parse(in);
+}
+
+TEST(OneCycle, MatchesAccelerateAtEveryStepAtOneTwoAndThreeRanks) {
+  const nlohmann::json fixture = accelerate_fixture();
+  std::set<int64_t> ranks;
+  for (const nlohmann::json& c : fixture.at("cases")) {
+    const auto number = [&](const char* key) { return c.at(key).get<int64_t>(); };
+    const int64_t n_train = number("n_train"), batch = number("batch_size");
+    const int64_t epochs = number("epochs"), processes = number("processes");
+    const int64_t steps_per_epoch = number("steps_per_epoch");
+    const std::string name = "n_train " + std::to_string(n_train) + ", batch " +
+                             std::to_string(batch) + ", " + std::to_string(processes) + " ranks";
+    ranks.insert(processes);
+    const pets::train::OneCycleOptions options = pets::train::accelerate_onecycle(
+        fixture.at("max_lr").get<double>(), epochs, n_train, batch, processes);
+    EXPECT_EQ(options.total_steps, number("total_steps")) << name;
+    // Accelerate's batches per process and epoch are the loader's steps at as many ranks.
+    EXPECT_EQ((n_train + batch * processes - 1) / (batch * processes), steps_per_epoch) << name;
+    const nlohmann::json& lr = c.at("lr");
+    const nlohmann::json& beta1 = c.at("beta1");
+    ASSERT_EQ(static_cast<int64_t>(lr.size()), epochs * steps_per_epoch) << name;
+    ASSERT_EQ(beta1.size(), lr.size()) << name;
+    pets::train::OneCycleSchedule schedule(options);
+    for (std::size_t k = 0; k < lr.size(); ++k) {
+      EXPECT_LE(rel_error(schedule.lr(), lr[k].get<double>()), 1e-12) << name << ", step " << k;
+      EXPECT_LE(rel_error(schedule.beta1(), beta1[k].get<double>()), 1e-12)
+          << name << ", step " << k;
+      schedule.step();
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<int64_t>{1, 2, 3}));
+}
+
+// The demo set (592 training images, --batch-size 64, 5 epochs) at 3 ranks: 20 optimiser steps
+// over OneCycle's 50, the last three at its end.
+TEST(OneCycle, AtSeveralRanksThePositionStopsAtTotalSteps) {
+  pets::train::OneCycleSchedule s(pets::train::accelerate_onecycle(kMaxLr, 5, 592, 64, 3));
+  EXPECT_EQ(s.options().total_steps, 50);
+  for (int64_t k = 0; k < 20; ++k) {
+    EXPECT_EQ(s.position(), std::min<int64_t>(3 * k, 50)) << k;
+    s.step();
+  }
+  EXPECT_EQ(s.step_count(), 20);
+  EXPECT_EQ(s.position(), 50);
+  // A resume jumps to the same point as the steps taken.
+  pets::train::OneCycleSchedule resumed(s.options());
+  resumed.set_step_count(7);
+  EXPECT_EQ(resumed.position(), 21);
+  pets::train::OneCycleSchedule stepped(s.options());
+  for (int k = 0; k < 7; ++k) stepped.step();
+  EXPECT_EQ(resumed.lr(), stepped.lr());
+  EXPECT_EQ(resumed.beta1(), stepped.beta1());
+  // As many optimiser steps as total_steps at most (no run takes more).
+  resumed.set_step_count(50);
+  EXPECT_EQ(resumed.position(), 50);
+  EXPECT_THROW(resumed.step(), pets::Error);
 }
 
 TEST(OneCycle, ShapeOfTheCycle) {

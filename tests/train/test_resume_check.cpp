@@ -90,6 +90,35 @@ TEST(ResumeCheck, SameRanksOtherStepsIsAnotherDataSet) {
             "data set)");
 }
 
+/// The message of check_schedule_resumable's UsageError, or "" when it accepts.
+std::string schedule_refusal(int64_t world, int64_t steps_per_update, bool finished = false) {
+  try {
+    pets::train::check_schedule_resumable("out/ckpt-40.safetensors", world, steps_per_update,
+                                          finished);
+  } catch (const pets::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// OneCycle stepped once per rank at every optimiser step (Accelerate's rule) continues at any
+// rank count; an earlier pets_train's schedule (once per optimiser step) only where that is the
+// same, at one rank, or when the run has nothing left to train.
+TEST(ResumeCheck, AnEarlierScheduleContinuesOnlyAtOneRank) {
+  EXPECT_EQ(schedule_refusal(1, 1), "");
+  EXPECT_EQ(schedule_refusal(2, 2), "");
+  EXPECT_EQ(schedule_refusal(3, 3), "");
+  EXPECT_EQ(schedule_refusal(2, 1),
+            "out/ckpt-40.safetensors: written by an earlier pets_train, whose OneCycle schedule "
+            "at 2 ranks took one step per optimiser step; this one takes 2 steps (one per rank, "
+            "as Accelerate, over one process's batches), so the learning rates of the run so far "
+            "do not continue on its schedule: start over with --overwrite, or finish the run "
+            "with the pets_train that wrote it");
+  EXPECT_NE(schedule_refusal(3, 1).find("at 3 ranks took one step per optimiser step"),
+            std::string::npos);
+  EXPECT_EQ(schedule_refusal(2, 1, true), "");
+}
+
 TEST(ResumeCheck, ConfigJsonRoundTripsWithEveryOptionButHowItWasStarted) {
   const RunConfig c = run().config;
   const nlohmann::json j = c;

@@ -32,6 +32,7 @@ TrainingState sample(bool mid_epoch) {
   s.position.images = mid_epoch ? 32 : 0;
   s.adam_steps = 9;
   s.schedule_steps = 10;
+  s.schedule_steps_per_update = 2;
   s.last_lr = 1.25e-3;
   pets::train::EpochMetrics m;
   m.epoch = 0;
@@ -84,6 +85,7 @@ TEST_F(TrainingStateTest, SavedAndReadBackUnchanged) {
     EXPECT_EQ(r.config.options, s.config.options);
     EXPECT_EQ(r.position.loss_sum, s.position.loss_sum);
     EXPECT_EQ(r.last_lr, s.last_lr);
+    EXPECT_EQ(r.schedule_steps_per_update, 2);
     ASSERT_TRUE(r.grad_scaler);
     EXPECT_EQ(r.grad_scaler->scale, 32768.0);
     EXPECT_EQ(r.grad_scaler->growth_tracker, 17);
@@ -119,6 +121,44 @@ TEST_F(TrainingStateTest, CheckpointWithoutStoreReadsAsUnknownStore) {
   EXPECT_EQ(r.store.path, "");
 }
 
+// A checkpoint written before OneCycle was stepped as Accelerate steps it has no
+// "schedule_steps_per_update": read as 1 (once per optimiser step), which resume refuses at
+// several ranks and accepts at one, where the two schedules are the same.
+TEST_F(TrainingStateTest, CheckpointOfTheEarlierScheduleIsToldApart) {
+  for (const int64_t world : {1, 2, 3}) {
+    TrainingState s = sample(false);
+    s.world_size = world;
+    s.schedule_steps_per_update = world;
+    pets::train::Checkpoint c;
+    c.path = "dir/ckpt-10.safetensors";
+    c.state = s.to_json();
+    c.tensors = s.tensors();
+    const TrainingState now = TrainingState::from_checkpoint(c);
+    EXPECT_EQ(now.schedule_steps_per_update, world);
+    EXPECT_NO_THROW(pets::train::check_schedule_resumable(c.path, now.world_size,
+                                                          now.schedule_steps_per_update, false));
+    c.state.erase("schedule_steps_per_update");
+    const TrainingState earlier = TrainingState::from_checkpoint(c);
+    EXPECT_EQ(earlier.schedule_steps_per_update, 1);
+    if (world == 1) {
+      EXPECT_NO_THROW(pets::train::check_schedule_resumable(
+          c.path, earlier.world_size, earlier.schedule_steps_per_update, false));
+    } else {
+      try {
+        pets::train::check_schedule_resumable(c.path, earlier.world_size,
+                                              earlier.schedule_steps_per_update, false);
+        ADD_FAILURE() << "an earlier schedule at " << world << " ranks was accepted";
+      } catch (const pets::UsageError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("dir/ckpt-10.safetensors: written by an earlier "
+                                              "pets_train",
+                                              0),
+                  0u)
+            << e.what();
+      }
+    }
+  }
+}
+
 TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
   TrainingState s = sample(true);
   std::vector<std::string> keys;
@@ -126,7 +166,8 @@ TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"adam_steps", "config", "epoch", "grad_scaler",
                                             "history", "last_lr", "position", "schedule_steps",
-                                            "steps_per_epoch", "store", "world_size"}));
+                                            "schedule_steps_per_update", "steps_per_epoch", "store",
+                                            "world_size"}));
   EXPECT_EQ(j.at("store"), (nlohmann::json{{"id", "0123456789abcdef0123456789abcdef"},
                                            {"path", "/data/pets.h5"}}));
   std::vector<std::string> names;

@@ -64,4 +64,11 @@ struct RunShape {
 void check_resume_compatible(const std::string& checkpoint_path, const RunShape& saved,
                              bool mid_epoch, const RunShape& current, const std::string& data_path);
 
+/// Throws pets::UsageError, naming `checkpoint_path`, when a checkpoint of `world_size` ranks
+/// stepped OneCycle `steps_per_update` times per optimiser step, not once per rank as this
+/// pets_train does: an earlier pets_train's at several ranks, whose learning rates so far do not
+/// continue on this schedule. One of a `finished` run (nothing left to train) is accepted.
+void check_schedule_resumable(const std::string& checkpoint_path, int64_t world_size,
+                              int64_t steps_per_update, bool finished);
+
 }  // namespace pets::train

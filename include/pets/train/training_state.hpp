@@ -34,8 +34,14 @@ struct TrainingState {
   int64_t epoch = 0;            ///< the epoch to continue (after an epoch's end: the next one)
   EpochPosition position;       ///< inside `epoch`; step 0: at its start
   int64_t adam_steps = 0;       ///< Adam's update count
-  int64_t schedule_steps = 0;   ///< OneCycle's position (also the checkpoint's index)
-  double last_lr = 0.0;         ///< the lr of the last step taken
+  /// OneCycle's position in optimiser steps taken (also the checkpoint's index); the scheduler's
+  /// is min(schedule_steps_per_update * schedule_steps, total_steps).
+  int64_t schedule_steps = 0;
+  /// OneCycle steps per optimiser step: world_size (as Accelerate). Absent from an earlier
+  /// pets_train's checkpoints, which stepped it once per optimiser step over the run's own steps:
+  /// read as 1 (check_schedule_resumable).
+  int64_t schedule_steps_per_update = 1;
+  double last_lr = 0.0;                        ///< the lr of the last step taken
   std::vector<EpochMetrics> history;           ///< every finished epoch's metrics
   std::optional<GradScalerState> grad_scaler;  ///< fp16 runs only
   StoreIdentity store;  ///< the image store trained on; id empty in older checkpoints
