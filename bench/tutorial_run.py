@@ -14,8 +14,15 @@ what Accelerate does on one process; without timm the model is bench/python_step
 JSON report: wall seconds from start to the last epoch's line (imports included), per epoch the
 training and evaluation seconds and images/s.
 
+For the paired comparison with pets_train (bench/paired_compare.sh): --store FILE takes the train
+and evaluation images and the label ids from a pets_preprocess store, --initial FILE the whole
+model (backbone and head) pets_train starts from (PETS_DUMP_STEPS's initial.safetensors), and the
+report then carries each epoch's mean training loss over the images its steps trained. Several
+processes: under `python3 -m torch.distributed.run --nproc_per_node N` (Accelerate on gloo).
+
 usage: bench/tutorial_run.py --images DIR [--epochs 5] [--batch-size 64] [--workers 4]
        [--mixed-precision fp16|bf16|no] [--image-size 224] [--seed 42] [--report FILE]
+       [--store FILE] [--initial FILE] [--max-lr 3e-2] [--threads N]
 """
 import time
 
@@ -64,32 +71,50 @@ def main():
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--report", default="")
+    p.add_argument("--store", default="")
+    p.add_argument("--initial", default="")
+    p.add_argument("--max-lr", type=float, default=3e-2)
+    p.add_argument("--threads", type=int, default=0)
     a = p.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
 
     fnames = sorted(os.path.join(a.images, f) for f in os.listdir(a.images) if f.endswith(".jpg"))
     if not fnames:
         p.error(a.images + ": no .jpg files")
     id_to_label = sorted(set(extract_label(f) for f in fnames))
+    if a.store:
+        import h5py
+
+        with h5py.File(a.store, "r") as f:
+            split_names = {g: [os.path.join(a.images, n.decode()) for n in f[g]["names"][()]]
+                           for g in ("train", "eval")}
+            id_to_label = [n.decode() if isinstance(n, bytes) else str(n) for n in f.attrs["label_names"]]
     label_to_id = {lbl: i for i, lbl in enumerate(id_to_label)}
     try:
         from accelerate import Accelerator
         from accelerate.utils import set_seed
 
         set_seed(a.seed)
-        accelerator = Accelerator(mixed_precision=a.mixed_precision)
+        accelerator = Accelerator(mixed_precision=a.mixed_precision,
+                                  cpu=not torch.cuda.is_available())
         device, runner = accelerator.device, "accelerate"
     except ImportError:
         accelerator, runner = None, "torch"
         torch.manual_seed(a.seed)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
-    random_perm = torch.randperm(len(fnames)).tolist()  # the tutorial: numpy's permutation
-    cut = int(0.8 * len(fnames))
-    train_split, eval_split = random_perm[:cut], random_perm[cut:]
+    if a.store:
+        train_files, eval_files = split_names["train"], split_names["eval"]
+    else:
+        random_perm = torch.randperm(len(fnames)).tolist()  # the tutorial: numpy's permutation
+        cut = int(0.8 * len(fnames))
+        train_files = [fnames[i] for i in random_perm[:cut]]
+        eval_files = [fnames[i] for i in random_perm[cut:]]
     size = (a.image_size, a.image_size)
-    train_ds = PetsDataset([fnames[i] for i in train_split],
-                           Compose([RandomResizedCrop(size, scale=(0.5, 1.0)), ToTensor()]), label_to_id)
-    eval_ds = PetsDataset([fnames[i] for i in eval_split], Compose([Resize(size), ToTensor()]), label_to_id)
+    train_ds = PetsDataset(train_files, Compose([RandomResizedCrop(size, scale=(0.5, 1.0)), ToTensor()]),
+                           label_to_id)
+    eval_ds = PetsDataset(eval_files, Compose([Resize(size), ToTensor()]), label_to_id)
     train_dl = DataLoader(train_ds, shuffle=True, batch_size=a.batch_size, num_workers=a.workers)
     eval_dl = DataLoader(eval_ds, shuffle=False, batch_size=a.batch_size * 2, num_workers=a.workers)
 
@@ -97,6 +122,10 @@ def main():
         from timm import create_model
 
         model, source = create_model("resnet50d", pretrained=False, num_classes=len(label_to_id)), "timm"
+        if a.initial:
+            from safetensors.torch import load_file
+
+            model.load_state_dict(load_file(a.initial), strict=True)
     except ImportError:
         sys.path.insert(0, HERE)
         from python_step import ResNet50d
@@ -108,8 +137,8 @@ def main():
         param.requires_grad = True
     mean = torch.tensor([0.485, 0.456, 0.406])[None, :, None, None].to(device)
     std = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None].to(device)
-    optimizer = torch.optim.Adam(params=model.parameters(), lr=3e-2 / 25)
-    lr_scheduler = OneCycleLR(optimizer=optimizer, max_lr=3e-2, epochs=a.epochs, steps_per_epoch=len(train_dl))
+    optimizer = torch.optim.Adam(params=model.parameters(), lr=a.max_lr / 25)
+    lr_scheduler = OneCycleLR(optimizer=optimizer, max_lr=a.max_lr, epochs=a.epochs, steps_per_epoch=len(train_dl))
     if accelerator is not None:
         model, optimizer, train_dl, eval_dl, lr_scheduler = accelerator.prepare(
             model, optimizer, train_dl, eval_dl, lr_scheduler)
@@ -126,11 +155,13 @@ def main():
         t = time.perf_counter()
         model.train()
         n_train = 0
+        loss_sum = torch.zeros(2, dtype=torch.float64, device=device)  # [loss summed, images]
         for batch in train_dl:
             image, label = batch["image"].to(device), batch["label"].to(device)
             with autocast:
                 outputs = model((image - mean) / std)
             loss = torch.nn.functional.cross_entropy(outputs.float(), label)
+            step_lr = optimizer.param_groups[0]["lr"]
             if accelerator is not None:
                 accelerator.backward(loss)
                 optimizer.step()
@@ -141,6 +172,10 @@ def main():
             lr_scheduler.step()
             optimizer.zero_grad()
             n_train += label.shape[0]
+            loss_sum += torch.tensor([loss.item() * label.shape[0], label.shape[0]], dtype=torch.float64,
+                                     device=device)
+        if accelerator is not None:
+            loss_sum = accelerator.reduce(loss_sum, reduction="sum")
         if device.type == "cuda":
             torch.cuda.synchronize()
         train_s = time.perf_counter() - t
@@ -151,20 +186,22 @@ def main():
             image, label = batch["image"].to(device), batch["label"].to(device)
             with torch.no_grad(), autocast:
                 predictions = model((image - mean) / std).argmax(dim=-1)
-            if accelerator is not None:
-                predictions, label = accelerator.gather(predictions), accelerator.gather(label)
+            if accelerator is not None:  # without the last batch's padding, unlike the tutorial
+                predictions, label = accelerator.gather_for_metrics((predictions, label))
             accurate_preds = predictions == label
             num_elems += accurate_preds.shape[0]
             accurate += int(accurate_preds.long().sum())
         eval_s = time.perf_counter() - t
-        print(f"epoch {epoch}: {100 * accurate / num_elems:.2f}", flush=True)
+        if accelerator is None or accelerator.is_main_process:
+            print(f"epoch {epoch}: {100 * accurate / num_elems:.2f}", flush=True)
         epochs.append({"epoch": epoch, "train_seconds": train_s, "train_images_per_s": n_train / train_s,
                        "eval_seconds": eval_s, "eval_images_per_s": num_elems / eval_s,
-                       "accuracy": accurate / num_elems})
+                       "accuracy": accurate / num_elems,
+                       "train_loss": loss_sum[0].item() / loss_sum[1].item(), "lr": step_lr})
     report = {"runner": runner, "model": source, "torch": torch.__version__, "device": str(device),
               "images": len(fnames), "epochs": epochs, "batch_size": a.batch_size, "workers": a.workers,
               "mixed_precision": a.mixed_precision, "wall_seconds": time.perf_counter() - START}
-    if a.report:
+    if a.report and (accelerator is None or accelerator.is_main_process):
         with open(a.report, "w") as f:
             json.dump(report, f, indent=1)
     print(json.dumps({k: v for k, v in report.items() if k != "epochs"}), file=sys.stderr)

@@ -27,6 +27,7 @@ DebugSwitches DebugSwitches::from(const std::function<const char*(const char*)>&
   s.no_warm_up = lookup("PETS_NO_WARM_UP") != nullptr;
   if (const char* spec = lookup("PETS_PAUSE_WRITE")) s.pause_write = parse_write_pause(spec);
   if (const char* spec = lookup("PETS_PAUSE_STEP")) s.pause_step = parse_step_pause(spec);
+  if (const char* spec = lookup("PETS_DUMP_STEPS")) s.dump_steps = parse_step_dump(spec);
   if (const char* seconds = lookup("PETS_PAUSE_EVAL")) {
     char* end = nullptr;
     const double v = std::strtod(seconds, &end);
@@ -69,6 +70,16 @@ std::optional<StepPause> parse_step_pause(const std::string& text) {
       !(seconds >= 0.0))
     return std::nullopt;
   return StepPause{static_cast<std::int64_t>(step), seconds};
+}
+
+std::optional<StepDumpSpec> parse_step_dump(const std::string& text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  const std::string count = text.substr(colon + 1);
+  char* end = nullptr;
+  const long long steps = std::strtoll(count.c_str(), &end, 10);
+  if (count.empty() || end == nullptr || *end != 0 || steps < 1) return std::nullopt;
+  return StepDumpSpec{text.substr(0, colon), static_cast<std::int64_t>(steps)};
 }
 
 std::optional<FaultSpec> parse_fault_spec(const std::string& text) {

@@ -36,6 +36,8 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const torch::Device device = fc->weight.device();
   const int64_t weight_numel = fc->weight.numel();
   const int64_t head_numel = weight_numel + fc->bias.numel();
+  // The gradients of the last step stay readable until the next one starts (PETS_DUMP_STEPS).
+  adam_->zero_grad();
   // [fc.weight grad, fc.bias grad, loss sum, images, stop requests, every rank's rank_state
   // (each rank fills its own row, the others are zeros: the sum is exact)]: one allreduce.
   torch::Tensor loss;
@@ -103,7 +105,6 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     schedule_.step();
   }
   if (scaler_) scaler_->update(result.skipped);
-  adam_->zero_grad();
   result.stop = total[2] > 0.0;
   if (state_numel > 0)
     result.rank_states =
@@ -118,6 +119,7 @@ void TrainStep::save(TrainingState& state) const {
   state.adam_exp_avg = adam_->exp_avg();
   state.adam_exp_avg_sq = adam_->exp_avg_sq();
   state.schedule_steps = schedule_.step_count();
+  state.schedule_steps_per_update = schedule_.options().steps_per_update;
   state.last_lr = last_lr_;
   if (scaler_) state.grad_scaler = GradScalerState{scaler_->scale(), scaler_->growth_tracker()};
 }

@@ -17,6 +17,7 @@
 #include "pets/train/run_session.hpp"
 #include "pets/train/run_start.hpp"
 #include "pets/train/startup.hpp"
+#include "pets/train/step_dump.hpp"
 #include "pets/train/stop_checkpoint.hpp"
 #include "pets/train/stop_signal.hpp"
 #include "pets/train/tensorboard.hpp"
@@ -97,6 +98,7 @@ class Trainer {
   /// plain path (no fold, no cache), to compare against.
   std::unique_ptr<model::FoldedBackbone> folded_;
   std::unique_ptr<RunProgress> progress_;  ///< the progress line and the run's time left
+  std::unique_ptr<StepDump> dump_;         ///< PETS_DUMP_STEPS
   ResumePoint start_;  ///< where the run starts: epoch 0, or a checkpoint's point (resume_run)
   std::vector<EpochMetrics> history_;
 };
@@ -125,9 +127,9 @@ void Trainer::setup() {
   if (batchnorm_->varies_per_rank())
     settings.rank_state = [this] { return batchnorm_->rank_row(); };
   const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
-  OneCycleOptions so;
-  so.max_lr = options_.max_lr;
-  so.total_steps = options_.epochs * steps;
+  const OneCycleOptions so = accelerate_onecycle(
+      options_.max_lr, options_.epochs, data_->loader->store().split(SplitKind::kTrain).size(),
+      options_.batch_size, mpi_.size());
   step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
   stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
   const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
@@ -140,6 +142,20 @@ void Trainer::setup() {
   if (fold) {
     model_->eval();
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
+  }
+  if (switches_.dump_steps) {
+    const data::Loader& loader = *data_->loader;
+    dump_ = std::make_unique<StepDump>(
+        *switches_.dump_steps, mpi_.rank(),
+        std::map<std::string, double>{
+            {"ranks", mpi_.size()},
+            {"batch_size", static_cast<double>(options_.batch_size)},
+            {"epochs", static_cast<double>(options_.epochs)},
+            {"max_lr", options_.max_lr},
+            {"seed", static_cast<double>(options_.seed)},
+            {"train_images", static_cast<double>(loader.store().split(SplitKind::kTrain).size())},
+            {"steps_per_epoch", static_cast<double>(steps)},
+            {"image_size", static_cast<double>(loader.options().image_size)}});
   }
   warm_up();
   log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
@@ -178,9 +194,16 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     position.wait_seconds += seconds_since(wait_start);
     PETS_CHECK(batch.has_value(), "loader ended the epoch after " + std::to_string(step) + " of " +
                                       std::to_string(steps) + " steps");
+    const int64_t global_step = epoch * steps + step;
+    const bool dumped = dump_ && dump_->wants(global_step);
+    const double beta1 = step_->schedule().beta1();
+    if (dumped)
+      dump_->before(global_step, *model_, *batch, data_->input->images(*batch),
+                    data_->loader->store().split(SplitKind::kTrain).names);
     const StepResult result = backend_->fitting("--batch-size", options_.batch_size, [&] {
       return step_->run(*batch, stop_->request(), folded_.get(), data_->input->images(*batch));
     });
+    if (dumped) dump_->after(*model_, result, beta1);
     position.loss_sum += result.loss_sum;
     position.images += result.images;
     position.step = step + 1;

@@ -77,6 +77,16 @@ TEST(DebugSwitches, StepPauseSyntax) {
     EXPECT_FALSE(pets::train::parse_step_pause(bad)) << bad;
 }
 
+TEST(DebugSwitches, StepDumpSyntax) {
+  EXPECT_FALSE(from({}).dump_steps);
+  const DebugSwitches on = from({{"PETS_DUMP_STEPS", "/tmp/a:b/dump:10"}});
+  ASSERT_TRUE(on.dump_steps);
+  EXPECT_EQ(on.dump_steps->dir, "/tmp/a:b/dump");
+  EXPECT_EQ(on.dump_steps->steps, 10);
+  for (const char* bad : {"", "dir", "dir:", ":3", "dir:0", "dir:-1", "dir:3x", "dir:x"})
+    EXPECT_FALSE(pets::train::parse_step_dump(bad)) << bad;
+}
+
 TEST(DebugSwitches, FaultSpecSyntax) {
   const auto spec = pets::train::parse_fault_spec("sigkill:0:123456789012");
   ASSERT_TRUE(spec);

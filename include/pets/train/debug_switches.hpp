@@ -37,6 +37,13 @@ struct StepPause {
   double seconds = 0.0;
 };
 
+/// PETS_DUMP_STEPS="DIR:N": every rank writes what the run's first N training steps took and
+/// made into DIR (step_dump.hpp), for bench/step_compare.py.
+struct StepDumpSpec {
+  std::string dir;
+  std::int64_t steps = 0;
+};
+
 /// The switches, read once.
 struct DebugSwitches {
   std::optional<FaultSpec> inject_fault;  ///< PETS_INJECT_FAULT (unset or malformed: none)
@@ -57,6 +64,7 @@ struct DebugSwitches {
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.
   double pause_eval_seconds = 0.0;
   std::optional<StepPause> pause_step;  ///< PETS_PAUSE_STEP (unset or malformed: none)
+  std::optional<StepDumpSpec> dump_steps;  ///< PETS_DUMP_STEPS (unset or malformed: none)
 
   /// From this process's environment; a switch is on when its variable is set (to anything).
   static DebugSwitches from_environment();
@@ -77,6 +85,9 @@ std::optional<WritePause> parse_write_pause(const std::string& text);
 
 /// "STEP:SECONDS" (STEP >= 0, SECONDS >= 0), or nothing when malformed.
 std::optional<StepPause> parse_step_pause(const std::string& text);
+
+/// "DIR:N" (DIR not empty, N >= 1), or nothing when malformed.
+std::optional<StepDumpSpec> parse_step_dump(const std::string& text);
 
 /// "KIND:RANK:STEP" (KIND of [a-z0-9], at most 15 characters), or nothing when malformed.
 std::optional<FaultSpec> parse_fault_spec(const std::string& text);
