@@ -11,7 +11,6 @@ usage: bench/last_batch_replay.py DIR [--json FILE]
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -19,21 +18,14 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+from step_compare import accelerate_schedule, accelerate_steps, tutorial_model
+
 
 def replay(run, initial, dumps, complete):
-    import timm
     ranks, batch, per_epoch = int(run["ranks"]), int(run["batch_size"]), int(run["steps_per_epoch"])
-    model = timm.create_model("resnet50d", pretrained=False, num_classes=initial["fc.weight"].shape[0])
-    model.load_state_dict(initial, strict=True)
-    for param in model.parameters():
-        param.requires_grad = False
-    for param in model.fc.parameters():
-        param.requires_grad = True
-    model.train()
+    model = tutorial_model(initial)
     optimizer = torch.optim.Adam(params=model.parameters(), lr=run["max_lr"] / 25)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer=optimizer, max_lr=run["max_lr"], epochs=int(run["epochs"]),
-        steps_per_epoch=math.ceil(run["train_images"] / batch))
+    scheduler = accelerate_schedule(optimizer, run)
     losses = []
     for step, ranks_dumps in enumerate(dumps):
         shares = [(d["images"], d["labels"]) for d in ranks_dumps]
@@ -60,9 +52,7 @@ def replay(run, initial, dumps, complete):
             grads[1] += model.fc.bias.grad
         model.fc.weight.grad, model.fc.bias.grad = grads[0] / count, grads[1] / count
         optimizer.step()
-        for _ in range(ranks):  # AcceleratedScheduler.step(), split_batches=False
-            if scheduler._step_count <= scheduler.total_steps:
-                scheduler.step()
+        accelerate_steps(scheduler, ranks)
         optimizer.zero_grad()
         losses.append((total, count))
     return losses

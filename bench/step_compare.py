@@ -49,6 +49,26 @@ def load(path):
     return load_file(path)
 
 
+def tutorial_model(initial):
+    """timm's resnet50d holding `initial` (a pets_train state dict), every parameter frozen but
+    fc's, in train mode: the tutorial's model."""
+    import timm
+    model = timm.create_model("resnet50d", pretrained=False, num_classes=initial["fc.weight"].shape[0])
+    model.load_state_dict(initial, strict=True)
+    for param in model.parameters():
+        param.requires_grad = False
+    for param in model.fc.parameters():
+        param.requires_grad = True
+    return model.train()
+
+
+def accelerate_schedule(optimizer, run):
+    """OneCycleLR as the tutorial builds it: its length in one process's batches."""
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimizer=optimizer, max_lr=run["max_lr"], epochs=int(run["epochs"]),
+        steps_per_epoch=math.ceil(int(run["train_images"]) / int(run["batch_size"])))
+
+
 def relative(a, b):
     """||a - b|| / ||b|| (1 where b is all zeros and a is not). A norm, not the largest element:
     Adam's first steps move each weight by about lr * sign(gradient), so the few weights whose
@@ -91,25 +111,15 @@ def main():
     p.add_argument("--json", default="")
     a = p.parse_args()
 
-    import timm
     run = json.load(open(os.path.join(a.dir, "run.json")))
-    ranks, batch, epochs = int(run["ranks"]), int(run["batch_size"]), int(run["epochs"])
-    initial = load(os.path.join(a.dir, "initial.safetensors"))
-    model = timm.create_model("resnet50d", pretrained=False, num_classes=initial["fc.weight"].shape[0])
-    model.load_state_dict(initial, strict=True)
-    for param in model.parameters():
-        param.requires_grad = False
-    for param in model.fc.parameters():
-        param.requires_grad = True
-    model.train()
+    ranks = int(run["ranks"])
+    model = tutorial_model(load(os.path.join(a.dir, "initial.safetensors")))
     buffer_names = [n for n, _ in model.named_buffers()]
     rank_buffers = [{n: b.clone() for n, b in model.named_buffers()} for _ in range(ranks)]
 
     # The tutorial: Adam at max_lr/25, OneCycleLR over epochs x len(train_dataloader) of one process.
-    per_process = math.ceil(int(run["train_images"]) / batch)
     optimizer = torch.optim.Adam(params=model.parameters(), lr=run["max_lr"] / 25)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer=optimizer, max_lr=run["max_lr"],
-                                                    epochs=epochs, steps_per_epoch=per_process)
+    scheduler = accelerate_schedule(optimizer, run)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
     first, rows = None, []

@@ -32,16 +32,14 @@ StepDump::StepDump(StepDumpSpec spec, int rank, const std::map<std::string, doub
   if (rank_ == 0) write_json(spec_.dir + "/run.json", nlohmann::json(run));
 }
 
-void StepDump::before(std::int64_t step, const model::ResNet50dImpl& model,
-                      data::Batch& batch, const at::Tensor& images,
-                      const std::vector<std::string>& names) {
+void StepDump::before(std::int64_t step, const model::ResNet50dImpl& model, data::Batch& batch,
+                      const at::Tensor& images, const std::vector<std::string>& names) {
   step_ = step;
   if (step == 0 && rank_ == 0)
     model::write_tensors(spec_.dir + "/initial.safetensors", model::state_dict(model));
   kept_.clear();
-  kept_["images"] = images.defined()
-                        ? host_copy(images).to(torch::kFloat32).contiguous()
-                        : batch_images(batch, torch::kCPU).contiguous();
+  kept_["images"] = images.defined() ? host_copy(images).to(torch::kFloat32).contiguous()
+                                     : batch_images(batch, torch::kCPU).contiguous();
   kept_["labels"] = torch::tensor(batch.labels, torch::kInt64);
   kept_["fc.weight.before"] = host_copy(model.fc->weight);
   kept_["fc.bias.before"] = host_copy(model.fc->bias);

@@ -63,7 +63,7 @@ struct DebugSwitches {
   /// PETS_PAUSE_EVAL="SECONDS": rank 0 pauses SECONDS after each evaluation's first batch,
   /// announced on stderr (a stop signal ends the pause), so that a test can signal it there.
   double pause_eval_seconds = 0.0;
-  std::optional<StepPause> pause_step;  ///< PETS_PAUSE_STEP (unset or malformed: none)
+  std::optional<StepPause> pause_step;     ///< PETS_PAUSE_STEP (unset or malformed: none)
   std::optional<StepDumpSpec> dump_steps;  ///< PETS_DUMP_STEPS (unset or malformed: none)
 
   /// From this process's environment; a switch is on when its variable is set (to anything).
