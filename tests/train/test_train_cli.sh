@@ -118,7 +118,8 @@ awk -v a="$final_one" -v b="$final" 'BEGIN { d = a - b; if (d < 0) d = -d; exit 
 
 # 3c. PETS_DUMP_STEPS: every rank writes its first steps for bench/step_compare.py; each step's
 #     file holds the batch the step took and the head it left, which the next step starts from.
-PETS_DUMP_STEPS=dump:2 run_np 2 -x PETS_DUMP_STEPS "$train" "${common[@]}" --epochs 1 --out run_dump \
+PETS_DUMP_STEPS=dump:2 run_np 2 -x PETS_DUMP_STEPS "$train" --data pets.h5 --epochs 1 --batch-size 4 \
+  --eval-batch-size 8 --max-lr 3e-2 --seed 42 --out run_dump \
   > dump.out 2> dump.err || { fail "PETS_DUMP_STEPS run exit $?"; show dump.err; }
 python3 - dump <<'PY' || fail "PETS_DUMP_STEPS wrote an inconsistent dump"
 import json, os, struct, sys
