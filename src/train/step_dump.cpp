@@ -43,13 +43,12 @@ void StepDump::before(std::int64_t step, const model::ResNet50dImpl& model, data
   kept_["labels"] = torch::tensor(batch.labels, torch::kInt64);
   kept_["fc.weight.before"] = host_copy(model.fc->weight);
   kept_["fc.bias.before"] = host_copy(model.fc->bias);
-  nlohmann::json j;
+  crops_ = nlohmann::json::object();
   for (std::size_t i = 0; i < batch.indices.size(); ++i) {
     const data::CropBox& b = batch.boxes[i];
-    j["names"].push_back(names.at(static_cast<std::size_t>(batch.indices[i])));
-    j["boxes"].push_back({b.top, b.left, b.height, b.width});
+    crops_["names"].push_back(names.at(static_cast<std::size_t>(batch.indices[i])));
+    crops_["boxes"].push_back({b.top, b.left, b.height, b.width});
   }
-  names_json_ = j.dump(1);
 }
 
 void StepDump::after(const model::ResNet50dImpl& model, const StepResult& result, double beta1) {
@@ -67,9 +66,7 @@ void StepDump::after(const model::ResNet50dImpl& model, const StepResult& result
   out.emplace_back("beta1", torch::tensor({beta1}, torch::kFloat64));
   for (const auto& b : model.named_buffers(true)) out.emplace_back(b.key(), host_copy(b.value()));
   model::write_tensors(stem + ".safetensors", out);
-  std::ofstream names(stem + ".json");
-  names << names_json_ << "\n";
-  PETS_CHECK(names.good(), "PETS_DUMP_STEPS: cannot write " + stem + ".json");
+  write_json(stem + ".json", crops_);
 }
 
 }  // namespace pets::train

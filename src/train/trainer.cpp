@@ -127,9 +127,9 @@ void Trainer::setup() {
   if (batchnorm_->varies_per_rank())
     settings.rank_state = [this] { return batchnorm_->rank_row(); };
   const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
-  const OneCycleOptions so = accelerate_onecycle(
-      options_.max_lr, options_.epochs, data_->loader->store().split(SplitKind::kTrain).size(),
-      options_.batch_size, mpi_.size());
+  const int64_t train_images = data_->loader->store().split(SplitKind::kTrain).size();
+  const OneCycleOptions so = accelerate_onecycle(options_.max_lr, options_.epochs, train_images,
+                                                 options_.batch_size, mpi_.size());
   step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
   stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
   const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
@@ -144,7 +144,6 @@ void Trainer::setup() {
     folded_ = std::make_unique<model::FoldedBackbone>(*model_);
   }
   if (switches_.dump_steps) {
-    const data::Loader& loader = *data_->loader;
     dump_ = std::make_unique<StepDump>(
         *switches_.dump_steps, mpi_.rank(),
         std::map<std::string, double>{
@@ -153,9 +152,9 @@ void Trainer::setup() {
             {"epochs", static_cast<double>(options_.epochs)},
             {"max_lr", options_.max_lr},
             {"seed", static_cast<double>(options_.seed)},
-            {"train_images", static_cast<double>(loader.store().split(SplitKind::kTrain).size())},
+            {"train_images", static_cast<double>(train_images)},
             {"steps_per_epoch", static_cast<double>(steps)},
-            {"image_size", static_cast<double>(loader.options().image_size)}});
+            {"image_size", static_cast<double>(data_->loader->options().image_size)}});
   }
   warm_up();
   log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,7 @@ class StepDump {
   int rank_;
   std::int64_t step_ = -1;
   std::map<std::string, at::Tensor> kept_;
-  std::string names_json_;
+  nlohmann::json crops_;  ///< the batch's image names and crop boxes
 };
 
 }  // namespace pets::train
