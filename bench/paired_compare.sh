@@ -9,7 +9,7 @@
 # both sides and the differences' signs (bench/paired_summary.py).
 #
 # usage: bench/paired_compare.sh [--seeds "1 2 3 4 5 6 7 8"] [--ranks 2] [--epochs 5]
-#        [--batch-size 64] [--per-class 20] [--out DIR]
+#        [--batch-size 64] [--image-size 224] [--per-class 20] [--out DIR]
 # Builds nothing: PETS_BIN (default build/) must hold pets_train, pets_synth and pets_preprocess.
 # The images: pets_synth's --per-class × 37 (20: 740, the demo's set), made once in
 # DIR/images-PER_CLASS.
@@ -17,13 +17,14 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/env.sh"
 bin="${PETS_BIN:-$PETS_BUILD}"
 seeds="1 2 3 4 5 6 7 8"
-ranks=2 epochs=5 batch=64 per_class=20 out="$PETS_ROOT/work/paired"
+ranks=2 epochs=5 batch=64 size=224 per_class=20 out="$PETS_ROOT/work/paired"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2 ;;
     --ranks) ranks=$2 ;;
     --epochs) epochs=$2 ;;
     --batch-size) batch=$2 ;;
+    --image-size) size=$2 ;;
     --per-class) per_class=$2 ;;
     --out) out=$2 ;;
     *) echo "paired_compare.sh: unknown argument $1" >&2; exit 2 ;;
@@ -43,14 +44,14 @@ if [ ! -s "$store" ]; then
 fi
 runs=()
 for seed in $seeds; do
-  run="$out/np$ranks-c$per_class-seed$seed"
+  run="$out/np$ranks-c$per_class-s$size-seed$seed"
   rm -rf "$run"
   mkdir -p "$run"
   # PETS_DUMP_STEPS writes the model before the first step: the Python side starts from it.
   # Both sides run at once, one thread a process.
   PETS_DUMP_STEPS="$run/dump:1" mpirun -np "$ranks" "$bin/pets_train" --data "$store" \
-    --out "$run/pets" --seed "$seed" --epochs "$epochs" --batch-size "$batch" --threads 1 \
-    --progress none </dev/null >"$run/pets.log" 2>&1 &
+    --out "$run/pets" --seed "$seed" --epochs "$epochs" --batch-size "$batch" \
+    --image-size "$size" --threads 1 --progress none </dev/null >"$run/pets.log" 2>&1 &
   pets=$!
   until [ -s "$run/dump/initial.safetensors" ]; do
     kill -0 "$pets" 2>/dev/null || { echo "paired_compare.sh: pets_train failed, see $run/pets.log" >&2; exit 1; }
@@ -63,7 +64,7 @@ for seed in $seeds; do
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$py" "$PETS_ROOT/bench/tutorial_run.py" \
       --images "$images" --store "$store" --initial "$run/dump/initial.safetensors" \
       --mixed-precision no --workers 1 --threads 1 --epochs "$epochs" --batch-size "$batch" \
-      --seed "$seed" --report "$run/tutorial.json" \
+      --image-size "$size" --seed "$seed" --report "$run/tutorial.json" \
       >"$run/tutorial-$r.log" 2>&1 &
     pids+=($!)
   done
@@ -75,5 +76,5 @@ for seed in $seeds; do
   runs+=("$seed=$run")
   echo "paired_compare.sh: seed $seed done" >&2
 done
-"$py" "$PETS_ROOT/bench/paired_summary.py" --ranks "$ranks" --json "$out/paired-np$ranks-c$per_class.json" \
+"$py" "$PETS_ROOT/bench/paired_summary.py" --ranks "$ranks" --json "$out/paired-np$ranks-c$per_class-s$size.json" \
   "${runs[@]}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The table of bench/paired_compare.sh: for each seed, pets_train's and the tutorial loop's mean
 training loss per epoch (over the images each epoch's steps trained) and final held-out accuracy;
-then, per epoch, the mean difference (pets_train - tutorial), its standard error, and how many
-seeds have pets_train higher. A difference in the training shows as a sign held by (nearly) every
-seed; a chance one does not.
+then, per epoch, the mean difference (pets_train - tutorial), its standard error, how many seeds
+have pets_train higher and the sign test's two-sided p-value. A difference in the training shows
+as a sign held by (nearly) every seed (a small p); a chance one does not.
 
 usage: bench/paired_summary.py --ranks N [--json FILE] SEED=RUN_DIR ...
 """
@@ -24,6 +24,14 @@ def tutorial_epochs(run):
     with open(os.path.join(run, "tutorial.json")) as f:
         rows = json.load(f)["epochs"]
     return [(r["train_loss"], 100 * r["accuracy"], r["lr"]) for r in rows]
+
+
+def sign_test(higher, n):
+    """Two-sided p-value of `higher` of `n` seeds having pets_train higher when either side is
+    as likely (the binomial sign test): small values are a consistent sign."""
+    tail = min(higher, n - higher)
+    p = 2 * sum(math.comb(n, k) for k in range(tail + 1)) / 2 ** n
+    return min(1.0, p)
 
 
 def main():
@@ -52,8 +60,10 @@ def main():
         lr = [s["pets_train"][e][2] / s["tutorial"][e][2] - 1 for s in seeds]
         summary.append({"epoch": e, "mean_loss_difference": mean, "standard_error": se,
                         "seeds_pets_train_higher": higher, "seeds": len(d),
+                        "sign_test_p": sign_test(higher, len(d)),
                         "largest_lr_relative_difference": max(abs(x) for x in lr)})
-        print(f"  epoch {e}: loss difference {mean:+.3f} ± {se:.3f} (pets_train higher in {higher} of {len(d)}); "
+        print(f"  epoch {e}: loss difference {mean:+.3f} ± {se:.3f} (pets_train higher in {higher} of {len(d)}, "
+              f"sign test p = {sign_test(higher, len(d)):.2f}); "
               f"last-step lr differs by {max(abs(x) for x in lr):.1e} relative")
     acc = [s["pets_train"][-1][1] - s["tutorial"][-1][1] for s in seeds]
     print(f"  final accuracy difference {sum(acc) / len(acc):+.1f} points (pets_train higher in "

@@ -17,12 +17,16 @@ training and evaluation seconds and images/s.
 For the paired comparison with pets_train (bench/paired_compare.sh): --store FILE takes the train
 and evaluation images and the label ids from a pets_preprocess store, --initial FILE the whole
 model (backbone and head) pets_train starts from (PETS_DUMP_STEPS's initial.safetensors), and the
-report then carries each epoch's mean training loss over the images its steps trained. Several
-processes: under `python3 -m torch.distributed.run --nproc_per_node N` (Accelerate on gloo).
+report then carries each epoch's mean training loss over the images its steps trained, and each
+step's over the images of all processes (step_losses). Several processes: under
+`python3 -m torch.distributed.run --nproc_per_node N` (Accelerate on gloo).
 
 usage: bench/tutorial_run.py --images DIR [--epochs 5] [--batch-size 64] [--workers 4]
        [--mixed-precision fp16|bf16|no] [--image-size 224] [--seed 42] [--report FILE]
-       [--store FILE] [--initial FILE] [--max-lr 3e-2] [--threads N]
+       [--store FILE] [--initial FILE] [--max-lr 3e-2] [--threads N] [--dump-steps DIR:N]
+
+--dump-steps DIR:N (with Accelerate, --mixed-precision no and --initial): every process writes its
+first N training steps as pets_train's PETS_DUMP_STEPS does, for bench/step_compare.py.
 """
 import time
 
@@ -61,6 +65,34 @@ class PetsDataset(Dataset):
         return {"image": image, "label": self.label_to_id[extract_label(fname)]}
 
 
+class StepDump:
+    """--dump-steps DIR:N: each process writes its first N training steps in PETS_DUMP_STEPS's
+    format (include/pets/train/step_dump.hpp), so that bench/step_compare.py replays the
+    tutorial loop's own inputs: its DataLoader's crops and order, and Accelerate's batches."""
+
+    def __init__(self, spec, run, initial, rank):
+        folder, _, steps = spec.rpartition(":")
+        if not folder or not steps.isdigit():
+            sys.exit("tutorial_run.py: --dump-steps must be DIR:N, got " + spec)
+        self.folder, self.steps, self.rank = folder, int(steps), rank
+        os.makedirs(folder, exist_ok=True)
+        if rank == 0:
+            import shutil
+
+            with open(os.path.join(folder, "run.json"), "w") as f:
+                json.dump(run, f, indent=1)
+            shutil.copyfile(initial, os.path.join(folder, "initial.safetensors"))
+
+    def wants(self, step):
+        return step < self.steps
+
+    def write(self, step, tensors):
+        from safetensors.torch import save_file
+
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()},
+                  os.path.join(self.folder, f"step-{step}-rank-{self.rank}.safetensors"))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--images", required=True)
@@ -75,6 +107,7 @@ def main():
     p.add_argument("--initial", default="")
     p.add_argument("--max-lr", type=float, default=3e-2)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--dump-steps", default="", metavar="DIR:N")
     a = p.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -115,7 +148,11 @@ def main():
     train_ds = PetsDataset(train_files, Compose([RandomResizedCrop(size, scale=(0.5, 1.0)), ToTensor()]),
                            label_to_id)
     eval_ds = PetsDataset(eval_files, Compose([Resize(size), ToTensor()]), label_to_id)
-    train_dl = DataLoader(train_ds, shuffle=True, batch_size=a.batch_size, num_workers=a.workers)
+    # A generator of its own, seeded: when Accelerate shards a DataLoader whose sampler has none, it
+    # gives it a new torch.Generator() (0.20.3; its default seed, not set_seed's), so that at several
+    # processes the tutorial's order would be the same for every --seed.
+    train_dl = DataLoader(train_ds, shuffle=True, batch_size=a.batch_size, num_workers=a.workers,
+                          generator=torch.Generator().manual_seed(a.seed))
     eval_dl = DataLoader(eval_ds, shuffle=False, batch_size=a.batch_size * 2, num_workers=a.workers)
 
     try:
@@ -150,32 +187,60 @@ def main():
         autocast = torch.autocast(device.type, dtype=dtype, enabled=a.mixed_precision != "no")
         scaler = torch.amp.GradScaler(device.type, enabled=a.mixed_precision == "fp16")
 
+    dump = None
+    if a.dump_steps:
+        if accelerator is None or a.mixed_precision != "no" or not a.initial:
+            p.error("--dump-steps needs Accelerate, --mixed-precision no and --initial")
+        run = {"ranks": accelerator.num_processes, "batch_size": a.batch_size, "epochs": a.epochs,
+               "max_lr": a.max_lr, "seed": a.seed, "train_images": len(train_ds),
+               "steps_per_epoch": len(train_dl), "image_size": a.image_size}
+        dump = StepDump(a.dump_steps, run, a.initial, accelerator.process_index)
+    step = 0
     epochs = []
     for epoch in range(a.epochs):
         t = time.perf_counter()
         model.train()
         n_train = 0
         loss_sum = torch.zeros(2, dtype=torch.float64, device=device)  # [loss summed, images]
+        step_sums = []  # per step: [loss summed, images] of this process
         for batch in train_dl:
             image, label = batch["image"].to(device), batch["label"].to(device)
             with autocast:
                 outputs = model((image - mean) / std)
             loss = torch.nn.functional.cross_entropy(outputs.float(), label)
             step_lr = optimizer.param_groups[0]["lr"]
+            if dump is not None and dump.wants(step):
+                fc = accelerator.unwrap_model(model).fc
+                record = {"images": (image - mean) / std, "labels": label,
+                          "fc.weight.before": fc.weight.clone(), "fc.bias.before": fc.bias.clone(),
+                          "lr": torch.tensor([step_lr], dtype=torch.float64),
+                          "beta1": torch.tensor([optimizer.param_groups[0]["betas"][0]], dtype=torch.float64)}
+                record.update({n: b.clone() for n, b in accelerator.unwrap_model(model).named_buffers()})
+                total = accelerator.reduce(torch.tensor([loss.item() * label.shape[0], label.shape[0]],
+                                                        dtype=torch.float64), reduction="sum")
+                record["loss_sum"], record["images_total"] = total[:1], total[1:]
             if accelerator is not None:
                 accelerator.backward(loss)
+                if dump is not None and dump.wants(step):
+                    record["fc.weight.grad"], record["fc.bias.grad"] = fc.weight.grad.clone(), fc.bias.grad.clone()
                 optimizer.step()
+                if dump is not None and dump.wants(step):
+                    record["fc.weight.after"], record["fc.bias.after"] = fc.weight.clone(), fc.bias.clone()
+                    dump.write(step, record)
             else:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
                 scaler.update()
+            step += 1
             lr_scheduler.step()
             optimizer.zero_grad()
             n_train += label.shape[0]
-            loss_sum += torch.tensor([loss.item() * label.shape[0], label.shape[0]], dtype=torch.float64,
-                                     device=device)
+            step_sums.append([loss.item() * label.shape[0], label.shape[0]])
+            loss_sum += torch.tensor(step_sums[-1], dtype=torch.float64, device=device)
+        step_sums = torch.tensor(step_sums, dtype=torch.float64, device=device)
         if accelerator is not None:
             loss_sum = accelerator.reduce(loss_sum, reduction="sum")
+            step_sums = accelerator.reduce(step_sums, reduction="sum")
         if device.type == "cuda":
             torch.cuda.synchronize()
         train_s = time.perf_counter() - t
@@ -197,7 +262,8 @@ def main():
         epochs.append({"epoch": epoch, "train_seconds": train_s, "train_images_per_s": n_train / train_s,
                        "eval_seconds": eval_s, "eval_images_per_s": num_elems / eval_s,
                        "accuracy": accurate / num_elems,
-                       "train_loss": loss_sum[0].item() / loss_sum[1].item(), "lr": step_lr})
+                       "train_loss": loss_sum[0].item() / loss_sum[1].item(),
+                       "step_losses": (step_sums[:, 0] / step_sums[:, 1]).tolist(), "lr": step_lr})
     report = {"runner": runner, "model": source, "torch": torch.__version__, "device": str(device),
               "images": len(fnames), "epochs": epochs, "batch_size": a.batch_size, "workers": a.workers,
               "mixed_precision": a.mixed_precision, "wall_seconds": time.perf_counter() - START}

@@ -67,16 +67,24 @@ std::vector<std::int64_t> Loader::step_indices(SplitKind kind, std::int64_t epoc
   const std::int64_t batch = kind == SplitKind::kTrain ? options_.train_batch : options_.eval_batch;
   const std::int64_t world = options_.world, rank = options_.rank;
   const std::int64_t begin = step * batch * world;
-  const std::int64_t m = std::max<std::int64_t>(0, std::min(batch * world, n - begin));
-  const std::int64_t base = m / world, extra = m % world;
-  const std::int64_t first = begin + rank * base + std::min(rank, extra);
-  const std::int64_t count = base + (rank < extra ? 1 : 0);
+  std::int64_t first = 0, count = 0;
+  if (kind == SplitKind::kTrain && world > 1) {
+    // Accelerate's even batches: every rank takes `batch` positions, those past the end of the
+    // order wrapping round to its start.
+    first = begin + rank * batch;
+    count = n > 0 ? batch : 0;
+  } else {
+    const std::int64_t m = std::max<std::int64_t>(0, std::min(batch * world, n - begin));
+    const std::int64_t base = m / world, extra = m % world;
+    first = begin + rank * base + std::min(rank, extra);
+    count = base + (rank < extra ? 1 : 0);
+  }
   std::vector<std::int64_t> out(static_cast<std::size_t>(count));
   if (kind == SplitKind::kTrain) {
     const std::vector<std::int64_t> order = permutation(
         n, mix_seed({options_.seed, static_cast<std::uint64_t>(epoch), kTrainOrderTag}));
     for (std::int64_t i = 0; i < count; ++i)
-      out[static_cast<std::size_t>(i)] = order[static_cast<std::size_t>(first + i)];
+      out[static_cast<std::size_t>(i)] = order[static_cast<std::size_t>((first + i) % n)];
   } else {
     for (std::int64_t i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = first + i;
   }

@@ -106,6 +106,10 @@ std::vector<Entry> entries(const TrainOptions& o) {
       fixed(valued("epochs", "passes over the training split", o.epochs)),
       fixed(valued("batch-size", "training images per rank per step", o.batch_size)),
       valued("eval-batch-size", "evaluation images per rank per step", o.eval_batch_size),
+      fixed(valued("image-size",
+                   "side in pixels of the square training crops and of the evaluation resize "
+                   "(the tutorial's 224; at least 32)",
+                   o.image_size)),
       fixed(valued("max-lr", "OneCycle peak learning rate (Adam starts at max-lr/25)", o.max_lr)),
       fixed(valued("mixed-precision", "no | bf16 | fp16 (fp16 needs a CUDA device)",
                    to_string(o.mixed_precision))),
@@ -230,6 +234,10 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.epochs = positive(vm, "epochs");
   o.batch_size = positive(vm, "batch-size");
   o.eval_batch_size = positive(vm, "eval-batch-size");
+  o.image_size = vm["image-size"].as<int>();
+  // ResNet-50d halves the input five times.
+  if (o.image_size < 32)
+    usage("--image-size must be at least 32, got " + std::to_string(o.image_size));
   o.max_lr = vm["max-lr"].as<double>();
   if (!std::isfinite(o.max_lr) || o.max_lr <= 0)
     usage("--max-lr must be a positive number, got " + format_number(o.max_lr));

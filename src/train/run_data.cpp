@@ -24,6 +24,7 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
   lo.world = mpi.size();
   lo.train_batch = options.batch_size;
   lo.eval_batch = options.eval_batch_size;
+  lo.image_size = options.image_size;
   lo.seed = options.seed;
   lo.workers = options.loader_threads > 0 ? options.loader_threads
                                           : loader_workers(backend.device().is_cuda(), cores);

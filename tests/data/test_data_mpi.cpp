@@ -181,7 +181,10 @@ TEST(PreprocessMpi, LabelsComeFromStoredImagesOnly) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
+// Training batches as Accelerate's prepared DataLoader (even_batches): every rank takes a full
+// batch at every step, the positions past the end of the epoch's order wrapping round to its
+// first images; evaluation uses every image exactly once.
+TEST(LoaderMpi, EvenTrainingBatchesAndEveryEvaluationImageOnce) {
   const std::string d = shared_dir();
   const std::string store = d + "/loader.h5";
   PreprocessOptions po;
@@ -189,16 +192,22 @@ TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
   po.out = store;
   po.max_side = 64;
   run_preprocess(po, MPI_COMM_WORLD);
+  const std::int64_t world = world_size();
+  ASSERT_GT(world, 1);
   LoaderOptions o;
   o.path = store;
   o.rank = world_rank();
   o.world = world_size();
-  o.train_batch = 4;
+  // A training batch whose global step does not divide the split, so that the last step wraps.
+  const std::int64_t n_train = Store(store).split(SplitKind::kTrain).size();
+  o.train_batch = n_train % (4 * world) != 0 ? 4 : 3;
+  ASSERT_NE(n_train % (o.train_batch * world), 0);
   o.eval_batch = 3;
   o.image_size = 24;
   Loader loader(o);
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
     const std::int64_t n = loader.store().split(kind).size();
+    const std::int64_t batch = kind == SplitKind::kTrain ? o.train_batch : o.eval_batch;
     std::vector<std::vector<std::int64_t>> orders;
     for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
       std::vector<std::int64_t> mine;
@@ -206,7 +215,10 @@ TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
       loader.start_epoch(kind, epoch);
       while (auto b = loader.next()) {
         ++steps;
-        EXPECT_LE(b->n, kind == SplitKind::kTrain ? 4 : 3);
+        if (kind == SplitKind::kTrain)
+          EXPECT_EQ(b->n, batch) << "step " << b->step;
+        else
+          EXPECT_LE(b->n, batch);
         mine.insert(mine.end(), b->indices.begin(), b->indices.end());
       }
       // Same step count on every rank (collective training steps stay matched).
@@ -215,13 +227,30 @@ TEST(LoaderMpi, EveryImageExactlyOncePerEpochAcrossRanks) {
       MPI_Allreduce(&s, &smin, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
       EXPECT_EQ(smax, smin);
       EXPECT_EQ(steps, loader.steps_per_epoch(kind));
-      std::vector<std::int64_t> all = allgather_indices(mine);
-      orders.push_back(all);
-      std::vector<std::int64_t> sorted = all;
-      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(steps, (n + batch * world - 1) / (batch * world));
+      const std::vector<std::int64_t> all = allgather_indices(mine);  // rank by rank
+      std::vector<std::int64_t> first_n;
+      if (kind == SplitKind::kTrain) {
+        // The global order: step by step, rank by rank within a step.
+        ASSERT_EQ(static_cast<std::int64_t>(all.size()), steps * world * batch);
+        std::vector<std::int64_t> global;
+        for (std::int64_t step = 0; step < steps; ++step)
+          for (std::int64_t r = 0; r < world; ++r) {
+            const auto at = all.begin() + (r * steps + step) * batch;
+            global.insert(global.end(), at, at + batch);
+          }
+        ASSERT_GT(static_cast<std::int64_t>(global.size()), n);
+        for (std::size_t p = static_cast<std::size_t>(n); p < global.size(); ++p)
+          EXPECT_EQ(global[p], global[p - n]) << "epoch " << epoch << " position " << p;
+        first_n.assign(global.begin(), global.begin() + n);
+      } else {
+        first_n = all;
+      }
+      orders.push_back(first_n);
+      std::sort(first_n.begin(), first_n.end());
       std::vector<std::int64_t> want(static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i) want[i] = i;
-      EXPECT_EQ(sorted, want) << split_name(kind) << " epoch " << epoch;
+      EXPECT_EQ(first_n, want) << split_name(kind) << " epoch " << epoch;
     }
     if (kind == SplitKind::kTrain)
       EXPECT_NE(orders[0], orders[1]) << "epoch must reshuffle";

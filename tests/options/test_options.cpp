@@ -57,6 +57,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.epochs, 5);
   EXPECT_EQ(o.batch_size, 64);
   EXPECT_EQ(o.eval_batch_size, 128);
+  EXPECT_EQ(o.image_size, 224);
   EXPECT_DOUBLE_EQ(o.max_lr, 3e-2);
   EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kNo);
   EXPECT_EQ(o.seed, 42u);
@@ -82,6 +83,8 @@ TEST(TrainOptions, EveryOptionIsRead) {
                                 "8",
                                 "--eval-batch-size",
                                 "16",
+                                "--image-size",
+                                "112",
                                 "--max-lr",
                                 "1e-3",
                                 "--mixed-precision",
@@ -111,6 +114,7 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.epochs, 2);
   EXPECT_EQ(o.batch_size, 8);
   EXPECT_EQ(o.eval_batch_size, 16);
+  EXPECT_EQ(o.image_size, 112);
   EXPECT_DOUBLE_EQ(o.max_lr, 1e-3);
   EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kBf16);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
@@ -159,6 +163,7 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
                            "--epochs",
                            "--batch-size",
                            "--eval-batch-size",
+                           "--image-size",
                            "--max-lr",
                            "--mixed-precision",
                            "--seed",
@@ -224,6 +229,8 @@ TEST(TrainOptions, ZeroAndNegativeCounts) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--batch-size", "0"}), "--batch-size");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--batch-size", "-64"}), "--batch-size");
   EXPECT_MENTIONS(usage_error({"--data", "d", "--eval-batch-size", "0"}), "--eval-batch-size");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--image-size", "31"}),
+                  "--image-size must be at least 32");
 }
 
 TEST(TrainOptions, RepeatedOption) {
@@ -275,8 +282,8 @@ TEST(TrainOptions, RecordedValuesReadBackAsTheSameOptions) {
   EXPECT_EQ(back.out, TrainOptions{}.out);
   EXPECT_EQ(back.resume, pets::train::ResumeMode::kNo);
   EXPECT_EQ(pets::train::run_setting_keys(),
-            (std::vector<std::string>{"epochs", "batch-size", "max-lr", "mixed-precision", "seed",
-                                      "pretrained", "bn-mode"}));
+            (std::vector<std::string>{"epochs", "batch-size", "image-size", "max-lr",
+                                      "mixed-precision", "seed", "pretrained", "bn-mode"}));
   EXPECT_EQ(
       [] {
         try {

@@ -118,8 +118,9 @@ awk -v a="$final_one" -v b="$final" 'BEGIN { d = a - b; if (d < 0) d = -d; exit 
 
 # 3c. PETS_DUMP_STEPS: every rank writes its first steps for bench/step_compare.py; each step's
 #     file holds the batch the step took and the head it left, which the next step starts from.
+#     --image-size 96: the crops the step takes are of that size.
 PETS_DUMP_STEPS=dump:2 run_np 2 -x PETS_DUMP_STEPS "$train" --data pets.h5 --epochs 1 --batch-size 4 \
-  --eval-batch-size 8 --max-lr 3e-2 --seed 42 --out run_dump \
+  --eval-batch-size 8 --image-size 96 --max-lr 3e-2 --seed 42 --out run_dump \
   > dump.out 2> dump.err || { fail "PETS_DUMP_STEPS run exit $?"; show dump.err; }
 python3 - dump <<'PY' || fail "PETS_DUMP_STEPS wrote an inconsistent dump"
 import json, os, struct, sys
@@ -132,7 +133,7 @@ def read(path):
     return {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]])
             for k, v in header.items() if k != "__metadata__"}
 run = json.load(open(os.path.join(d, "run.json")))
-assert run["ranks"] == 2 and run["batch_size"] == 4, run
+assert run["ranks"] == 2 and run["batch_size"] == 4 and run["image_size"] == 96, run
 initial = read(os.path.join(d, "initial.safetensors"))
 assert not os.path.exists(os.path.join(d, "step-2-rank-0.safetensors")), "more steps than asked"
 total, after = 0, {}
@@ -141,7 +142,7 @@ for step in (0, 1):
         t = read(os.path.join(d, f"step-{step}-rank-{rank}.safetensors"))
         names = json.load(open(os.path.join(d, f"step-{step}-rank-{rank}.json")))
         n = t["labels"][1][0]
-        assert t["images"][0] == "F32" and t["images"][1] == [n, 3, 224, 224], t["images"][:2]
+        assert t["images"][0] == "F32" and t["images"][1] == [n, 3, 96, 96], t["images"][:2]
         assert len(names["names"]) == n == len(names["boxes"]), names
         if step == 0:
             assert t["fc.weight.before"][2] == initial["fc.weight"][2], "step 0 not from the initial head"

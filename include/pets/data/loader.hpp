@@ -6,10 +6,13 @@
 ///
 /// Sharding: an epoch's global order (train: a permutation seeded by (seed, epoch); eval: store
 /// order) is cut into global steps of batch_size * world images; inside a step rank r takes the
-/// r-th share (batch_size each; the last step's remainder is split as evenly as possible). So
-/// every image is used exactly once per epoch across ranks, no padding, and every rank has the
-/// same number of steps (the last batch may be partial, and empty on some ranks when fewer
-/// images than ranks remain: a trainer must weight its gradient by n).
+/// r-th share. Training at several ranks batches as Accelerate's prepared DataLoader does (its
+/// even_batches): every rank takes batch_size images at every step, the last step's positions
+/// past the end of the order wrapping round to the epoch's first images, so those are trained
+/// twice in the epoch; at one rank the last batch is the remainder. Evaluation uses every image
+/// exactly once: the last step's remainder is split as evenly as possible, and may be empty on
+/// some ranks when fewer images than ranks remain (a consumer weights by n). Every rank has the
+/// same number of steps, ceil(n / (batch_size * world)).
 
 #include <atomic>
 #include <condition_variable>

@@ -42,6 +42,7 @@ struct TrainOptions {
   int epochs = 5;             ///< passes over the training split
   int batch_size = 64;        ///< training images per rank per step
   int eval_batch_size = 128;  ///< evaluation images per rank per step
+  int image_size = 224;       ///< side of the training crops and the evaluation resize
   double max_lr = 3e-2;       ///< OneCycle peak learning rate; Adam starts at max_lr/25
   MixedPrecision mixed_precision = MixedPrecision::kNo;  ///< the tutorial's fp16 needs a GPU
   std::uint64_t seed = 42;                               ///< set_seed(seed)
