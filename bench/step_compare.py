@@ -37,10 +37,11 @@ STD = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None]
 # Float tolerances: pets_train and PyTorch run the same float32 operations in other orders (the
 # backbone's features differ by 1e-6 to 1e-4 relative, more as the random backbone's layers
 # amplify rounding; the loss as much once the head's logits are large). Norm-relative
-# (relative()). The head and the BatchNorm buffers are compared after the step: Adam's first steps move each weight by about
-# lr * sign(gradient), so the few weights whose gradient is at rounding level move either way
-# (about 1e-3 of the head's norm after the first step, measured); a running variance of a channel
-# whose batch variance is near zero carries its rounding likewise (2e-4).
+# (relative()). The head and the BatchNorm buffers are compared after the step: Adam's first
+# steps move each weight by about lr * sign(gradient), so the few weights whose gradient is at
+# rounding level move either way (about 1e-3 of the head's norm after the first step, measured);
+# a running variance of a channel whose batch variance is near zero carries its rounding likewise
+# (2e-4).
 TOLERANCE = {"lr": 1e-9, "beta1": 1e-9, "loss": 1e-4, "grad": 1e-3, "free_loss": 1e-3, "head": 5e-3,
              "buffers": 1e-3, "input_grey_levels": 1.001}
 

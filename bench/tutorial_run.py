@@ -205,13 +205,15 @@ def main():
         step_sums = []  # per step: [loss summed, images] of this process
         for batch in train_dl:
             image, label = batch["image"].to(device), batch["label"].to(device)
+            inputs = (image - mean) / std
             with autocast:
-                outputs = model((image - mean) / std)
+                outputs = model(inputs)
             loss = torch.nn.functional.cross_entropy(outputs.float(), label)
             step_lr = optimizer.param_groups[0]["lr"]
-            if dump is not None and dump.wants(step):
+            dumping = dump is not None and dump.wants(step)
+            if dumping:
                 fc = accelerator.unwrap_model(model).fc
-                record = {"images": (image - mean) / std, "labels": label,
+                record = {"images": inputs, "labels": label,
                           "fc.weight.before": fc.weight.clone(), "fc.bias.before": fc.bias.clone(),
                           "lr": torch.tensor([step_lr], dtype=torch.float64),
                           "beta1": torch.tensor([optimizer.param_groups[0]["betas"][0]], dtype=torch.float64)}
@@ -221,10 +223,10 @@ def main():
                 record["loss_sum"], record["images_total"] = total[:1], total[1:]
             if accelerator is not None:
                 accelerator.backward(loss)
-                if dump is not None and dump.wants(step):
+                if dumping:
                     record["fc.weight.grad"], record["fc.bias.grad"] = fc.weight.grad.clone(), fc.bias.grad.clone()
                 optimizer.step()
-                if dump is not None and dump.wants(step):
+                if dumping:
                     record["fc.weight.after"], record["fc.bias.after"] = fc.weight.clone(), fc.bias.clone()
                     dump.write(step, record)
             else:
