@@ -47,13 +47,13 @@
 #include <utility>
 #include <vector>
 
-#include "deviceinput/aten_op_counter.hpp"
+#include "train/input/aten_op_counter.hpp"
 #include "pets/data/augment.hpp"
 #include "pets/data/image.hpp"
 #include "pets/data/rng.hpp"
 #include "pets/testdata/synth.hpp"
-#include "pets/train/batch_resize.hpp"
-#include "pets/train/device_input.hpp"
+#include "pets/train/input/batch_resize.hpp"
+#include "pets/train/input/device_input.hpp"
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;

@@ -52,7 +52,7 @@ int loader_bench_main(int argc, char** argv) {
   std::string check_first_text = "0", verify_ahead_text = lo.verify_ahead ? "1" : "0";
   std::string wait_for_check_text = "0";
   int epochs = 1;
-  int batch = static_cast<int>(lo.train_batch);
+  int batch = static_cast<int>(lo.batch_size);
   po::options_description desc("loader_bench --data FILE [options]");
   desc.add_options()("help,h", "show this help")(
       "data", po::value<std::string>(&lo.path)->required(), "the store")(
@@ -83,7 +83,7 @@ int loader_bench_main(int argc, char** argv) {
                                                 {"--batch", batch},
                                                 {"--image-size", lo.image_size}})
     if (value < 0) usage(std::string(name) + " must not be negative, got " + std::to_string(value));
-  lo.train_batch = lo.eval_batch = batch;
+  lo.batch_size = lo.eval_batch_size = batch;
   const std::optional<std::vector<int>> workers = pets::bench::worker_counts(workers_list, 1);
   if (!workers) usage("--workers needs worker counts of at least 1, got '" + workers_list + "'");
   std::vector<pets::data::LoaderOutput> outputs;
@@ -129,7 +129,7 @@ int loader_bench_main(int argc, char** argv) {
   std::cout << nlohmann::json{{"data", lo.path},
                               {"world", lo.world},
                               {"rank", lo.rank},
-                              {"batch", lo.train_batch},
+                              {"batch", lo.batch_size},
                               {"image_size", lo.image_size},
                               {"epochs", epochs},
                               {"check_first", check_first},

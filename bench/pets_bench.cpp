@@ -49,13 +49,13 @@
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
-#include "pets/train/backend.hpp"
-#include "pets/train/batchnorm_sync.hpp"
-#include "pets/train/cuda_parts.hpp"
-#include "pets/train/input_pipeline.hpp"
-#include "pets/train/options.hpp"
-#include "pets/train/resident_images.hpp"
-#include "pets/train/train_step.hpp"
+#include "pets/train/run/backend.hpp"
+#include "pets/train/step/batchnorm_sync.hpp"
+#include "pets/train/device/cuda_parts.hpp"
+#include "pets/train/input/input_pipeline.hpp"
+#include "pets/train/options/options.hpp"
+#include "pets/train/input/resident_images.hpp"
+#include "pets/train/step/train_step.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
@@ -461,7 +461,7 @@ json loader_bench(const Config& c, const std::string& store) {
   lo.path = store;
   lo.rank = 0;
   lo.world = c.loader_world;
-  lo.train_batch = c.smoke ? 2 : c.train_batch;
+  lo.batch_size = c.smoke ? 2 : c.train_batch;
   lo.image_size = c.image_size;
   lo.workers = c.loader_workers;
   lo.prefetch = 3;
@@ -483,7 +483,7 @@ json loader_bench(const Config& c, const std::string& store) {
   out["what"] = "HDF5 read + RandomResizedCrop + resize + normalise (train split)";
   out["rank"] = 0;
   out["world"] = c.loader_world;
-  out["batch"] = lo.train_batch;
+  out["batch"] = lo.batch_size;
   out["image_size"] = c.image_size;
   out["epochs"] = c.loader_epochs;
   // Scaling with threads (--loader-sweep). Wall-clock figures need as many idle cores; the CPU

@@ -2,7 +2,7 @@
 """Replays pets_train's first training steps with PyTorch and timm and names the first quantity
 that differs: the proof, step by step, that pets_train's step is the tutorial's.
 
-pets_train writes the steps with PETS_DUMP_STEPS="DIR:N" (include/pets/train/step_dump.hpp):
+pets_train writes the steps with PETS_DUMP_STEPS="DIR:N" (include/pets/train/run/step_dump.hpp):
 every rank's input tensors, labels, the head before and after, the averaged gradient, the loss,
 the lr and beta1 and the BatchNorm buffers. This script builds timm's resnet50d with the dumped
 initial model, in train mode with every parameter but `fc` frozen, and for each step and rank runs

@@ -67,7 +67,7 @@ class PetsDataset(Dataset):
 
 class StepDump:
     """--dump-steps DIR:N: each process writes its first N training steps in PETS_DUMP_STEPS's
-    format (include/pets/train/step_dump.hpp), so that bench/step_compare.py replays the
+    format (include/pets/train/run/step_dump.hpp), so that bench/step_compare.py replays the
     tutorial loop's own inputs: its DataLoader's crops and order, and Accelerate's batches."""
 
     def __init__(self, spec, run, initial, rank):

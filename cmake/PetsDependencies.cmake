@@ -107,7 +107,7 @@ set(PETS_TORCH_CUDA OFF)
 if(pets_torch_is_cuda AND NOT pets_torch_cuda_wanted STREQUAL "OFF")
   set(PETS_TORCH_CUDA ON)
   target_compile_definitions(pets_torch INTERFACE PETS_TORCH_CUDA=1)
-  # The device input's kernel (src/train/cuda/*.cu), compiled by the nvcc of the CUDA toolkit
+  # The device input's kernel (src/train/device/cuda/*.cu), compiled by the nvcc of the CUDA toolkit
   # LibTorch found, for PETS_CUDA_ARCHITECTURES (CMake's CUDA_ARCHITECTURES form; the default:
   # A100, A10/A40, L4/L40, H100/H200, and PTX that newer GPUs compile when they load it), against
   # the shared CUDA runtime that LibTorch loads too.

@@ -1,11 +1,14 @@
 # The project's libraries, one per area, defined by src/<area>/CMakeLists.txt with the functions
 # below; shared by the main build and the sanitizer build (fuzz/CMakeLists.txt), which includes
 # this file and adds src/ without LibTorch:
-#   pets::util, pets::data, pets::testdata           areas free of LibTorch
-#   pets::comm_core, pets::model_core, pets::train_core
+#   pets::util, pets::data, pets::testdata,          areas free of LibTorch
+#   pets::train_options, pets::train_report
+#   pets::comm_core, pets::model_core, pets::train_run_core
 #                                                    the LibTorch-free part of an area whose other
 #                                                    files use LibTorch
-#   pets::comm, pets::model, pets::train             the whole area (links its _core)
+#   pets::comm, pets::model, pets::train_run         the whole area (links its _core)
+#   pets::train_state, _device, _input, _step        the other sub-areas of train
+#   pets::predict                                    pets_predict's library
 #   pets::all                                        every area but testdata (tests, tools)
 # Where LibTorch is not found (the pets_torch target is absent) the LibTorch parts are not
 # defined. What may use what is cmake/PetsLayers.cmake; pets_check_layers() enforces it.

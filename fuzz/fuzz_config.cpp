@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "fuzz_util.hpp"
-#include "pets/train/options.hpp"
+#include "pets/train/options/options.hpp"
 #include "pets/util/error.hpp"
 
 namespace {

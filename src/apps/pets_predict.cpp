@@ -1,13 +1,13 @@
 // pets_predict: classifies images with a model pets_train exported, one line per image
 // (`mpirun -np N pets_predict --model runs/pets/model.safetensors images/`).
-// Options: pets/train/predict.hpp.
+// Options: pets/predict/predict.hpp.
 #include <mpi.h>
 
 #include <cstdio>
 
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/comm/program.hpp"
-#include "pets/train/predict.hpp"
+#include "pets/predict/predict.hpp"
 
 int main(int argc, char** argv) {
   return pets::run_mpi_program(argc, argv, [](int argc, char** argv) {

@@ -1,14 +1,14 @@
 // pets_train: frozen-backbone ResNet-50d fine-tuning on the preprocessed pets store, one process
-// per rank (`mpirun -np N pets_train --data pets.h5`). Options: pets/train/options.hpp.
+// per rank (`mpirun -np N pets_train --data pets.h5`). Options: pets/train/options/options.hpp.
 #include <mpi.h>
 
 #include <cstdio>
 
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/comm/program.hpp"
-#include "pets/train/options.hpp"
-#include "pets/train/trainer.hpp"
-#include "pets/train/training_state.hpp"
+#include "pets/train/options/options.hpp"
+#include "pets/train/run/run_start.hpp"
+#include "pets/train/run/trainer.hpp"
 
 int main(int argc, char** argv) {
   return pets::run_mpi_program(argc, argv, [](int argc, char** argv) {

@@ -18,9 +18,9 @@ Loader::Loader(LoaderOptions options) : options_(std::move(options)) {
   if (options_.world < 1 || options_.rank < 0 || options_.rank >= options_.world)
     throw UsageError("loader: rank " + std::to_string(options_.rank) + " outside a world of " +
                      std::to_string(options_.world));
-  if (options_.train_batch < 1 || options_.eval_batch < 1 || options_.image_size < 1 ||
-      options_.workers < 1 || options_.prefetch < 1)
-    throw UsageError("loader: batch sizes, image size, workers and prefetch must be positive");
+  PETS_CHECK(options_.batch_size >= 1 && options_.eval_batch_size >= 1 &&
+                 options_.image_size >= 1 && options_.workers >= 1 && options_.prefetch >= 1,
+             "loader: batch sizes, image size, workers and prefetch must be set (positive)");
   store_ = std::make_unique<Store>(options_.path);
   if (options_.verify_ahead) verifier_ = std::thread([this] { verify_chunks(); });
 }
@@ -57,14 +57,15 @@ void Loader::finish_verifying() {
 std::int64_t Loader::steps_per_epoch(SplitKind kind) const {
   const std::int64_t n = store_->split(kind).size();
   const std::int64_t per_step =
-      (kind == SplitKind::kTrain ? options_.train_batch : options_.eval_batch) * options_.world;
+      (kind == SplitKind::kTrain ? options_.batch_size : options_.eval_batch_size) * options_.world;
   return (n + per_step - 1) / per_step;
 }
 
 std::vector<std::int64_t> Loader::step_indices(SplitKind kind, std::int64_t epoch,
                                                std::int64_t step) const {
   const std::int64_t n = store_->split(kind).size();
-  const std::int64_t batch = kind == SplitKind::kTrain ? options_.train_batch : options_.eval_batch;
+  const std::int64_t batch =
+      kind == SplitKind::kTrain ? options_.batch_size : options_.eval_batch_size;
   const std::int64_t world = options_.world, rank = options_.rank;
   const std::int64_t begin = step * batch * world;
   std::int64_t first = 0, count = 0;
@@ -118,7 +119,8 @@ Batch Loader::make_batch(SplitKind kind, std::int64_t epoch, std::int64_t step) 
   const SplitIndex& split = store_->split(kind);
   b.labels.resize(static_cast<std::size_t>(b.n));
   b.boxes.resize(static_cast<std::size_t>(b.n));
-  const std::int64_t batch = kind == SplitKind::kTrain ? options_.train_batch : options_.eval_batch;
+  const std::int64_t batch =
+      kind == SplitKind::kTrain ? options_.batch_size : options_.eval_batch_size;
   for (std::int64_t i = 0; i < b.n; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const auto idx = static_cast<std::size_t>(b.indices[k]);

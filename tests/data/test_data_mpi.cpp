@@ -200,14 +200,14 @@ TEST(LoaderMpi, EvenTrainingBatchesAndEveryEvaluationImageOnce) {
   o.world = world_size();
   // A training batch whose global step does not divide the split, so that the last step wraps.
   const std::int64_t n_train = Store(store).split(SplitKind::kTrain).size();
-  o.train_batch = n_train % (4 * world) != 0 ? 4 : 3;
-  ASSERT_NE(n_train % (o.train_batch * world), 0);
-  o.eval_batch = 3;
+  o.batch_size = n_train % (4 * world) != 0 ? 4 : 3;
+  ASSERT_NE(n_train % (o.batch_size * world), 0);
+  o.eval_batch_size = 3;
   o.image_size = 24;
   Loader loader(o);
   for (SplitKind kind : {SplitKind::kTrain, SplitKind::kEval}) {
     const std::int64_t n = loader.store().split(kind).size();
-    const std::int64_t batch = kind == SplitKind::kTrain ? o.train_batch : o.eval_batch;
+    const std::int64_t batch = kind == SplitKind::kTrain ? o.batch_size : o.eval_batch_size;
     std::vector<std::vector<std::int64_t>> orders;
     for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
       std::vector<std::int64_t> mine;

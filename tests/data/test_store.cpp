@@ -310,6 +310,7 @@ TEST_F(BadStore, TruncatedOrNotHdf5GivesAClearError) {
   msg = usage_error_of([&] {
     LoaderOptions o;
     o.path = dir_ / "absent.h5";
+    o.batch_size = o.eval_batch_size = 4;
     Loader l(o);
   });
   EXPECT_TRUE(contains(msg, "absent.h5")) << msg;
@@ -379,8 +380,8 @@ TEST_F(BadStore, WrongSchemaNamesTheProblem) {
 TEST_F(BadStore, LoaderBatchesOneRank) {
   LoaderOptions o;
   o.path = good_;
-  o.train_batch = 4;
-  o.eval_batch = 2;
+  o.batch_size = 4;
+  o.eval_batch_size = 2;
   o.image_size = 32;
   o.workers = 3;
   o.prefetch = 2;
@@ -602,8 +603,8 @@ TEST_F(BadStore, DatasetWithoutChecksumIsRefused) {
 TEST_F(BadStore, LoaderEqualsWholeImageTransformsBitwise) {
   LoaderOptions o;
   o.path = good_;
-  o.train_batch = 3;
-  o.eval_batch = 2;
+  o.batch_size = 3;
+  o.eval_batch_size = 2;
   o.image_size = 40;
   o.seed = 7;
   o.world = 2;
@@ -621,7 +622,7 @@ TEST_F(BadStore, LoaderEqualsWholeImageTransformsBitwise) {
       loader.start_epoch(kind, epoch);
       std::int64_t images = 0;
       while (auto b = loader.next()) {
-        const std::int64_t batch = kind == SplitKind::kTrain ? o.train_batch : o.eval_batch;
+        const std::int64_t batch = kind == SplitKind::kTrain ? o.batch_size : o.eval_batch_size;
         for (std::int64_t i = 0; i < b->n; ++i) {
           const Image img =
               image_of(store, hdf5[kind == SplitKind::kTrain ? 0 : 1], kind, b->indices[i]);
@@ -843,7 +844,8 @@ TEST_F(BadStore, Fletcher32IsHdf5s) {
 TEST_F(BadStore, LoaderCropsAreTheCpuPathsBoxes) {
   LoaderOptions o;
   o.path = good_;
-  o.train_batch = 4;
+  o.batch_size = 4;
+  o.eval_batch_size = 4;
   o.image_size = 32;
   o.output = LoaderOutput::kCrops;
   int allocations = 0;
@@ -864,7 +866,7 @@ TEST_F(BadStore, LoaderCropsAreTheCpuPathsBoxes) {
     std::int64_t offset = 0;
     for (std::int64_t i = 0; i < b->n; ++i) {
       const Image img = store.read_image(SplitKind::kTrain, b->indices[i]);
-      Rng rng(augment_seed(o.seed, o.rank, 3, b->step * o.train_batch + i));
+      Rng rng(augment_seed(o.seed, o.rank, 3, b->step * o.batch_size + i));
       const CropBox want = random_resized_crop_box(img.height, img.width, rng);
       const CropBox& box = b->boxes[i];
       EXPECT_TRUE(box.top == want.top && box.left == want.left && box.height == want.height &&
@@ -928,8 +930,8 @@ TEST_F(BadStore, LoaderChecksTheChunksAheadOfItsReads) {
   };
   LoaderOptions o;
   o.path = small;
-  o.train_batch = 3;
-  o.eval_batch = 1;
+  o.batch_size = 3;
+  o.eval_batch_size = 1;
   o.image_size = 32;
   o.output = LoaderOutput::kCrops;
   const auto [ahead, after, batches] = epochs(o);
@@ -970,7 +972,8 @@ TEST_F(BadStore, DamagedChunkFoundAheadIsRefusedOnItsRead) {
   flip_byte(p, chunk_byte(p, pixels));  // the first chunk: image 0's first bytes
   LoaderOptions o;
   o.path = p;
-  o.eval_batch = 16;  // every evaluation image in one batch
+  o.batch_size = 4;
+  o.eval_batch_size = 16;  // every evaluation image in one batch
   o.image_size = 32;
   o.output = LoaderOutput::kCrops;
   Loader loader(o);

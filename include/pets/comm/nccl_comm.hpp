@@ -3,7 +3,7 @@
 /// The NCCL backend: an RAII NCCL communicator bootstrapped over MPI, and (with a CUDA build of
 /// LibTorch) the Communicator for CUDA tensors. Everything here exists only in builds that found
 /// CUDA and NCCL: CMake compiles the sources that include it only there (the trainer reaches it
-/// through the backend's CUDA half, pets/train/cuda_parts.hpp).
+/// through the backend's CUDA half, pets/train/device/cuda_parts.hpp).
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

@@ -53,8 +53,10 @@ struct LoaderOptions {
   std::string path;  ///< the HDF5 store
   int rank = 0;
   int world = 1;
-  std::int64_t train_batch = 64;  ///< per rank, as the Python pipeline
-  std::int64_t eval_batch = 128;  ///< per rank
+  /// Training and evaluation images per rank per step: required (pets_train's --batch-size and
+  /// --eval-batch-size, whose defaults and checks are its options').
+  std::int64_t batch_size = 0;
+  std::int64_t eval_batch_size = 0;
   int image_size = 224;
   std::uint64_t seed = 42;
   int workers = 2;   ///< decode/augment threads
@@ -86,7 +88,7 @@ struct Batch {
   /// kCrops: crop i is boxes[i].height x boxes[i].width x 3 bytes (HWC) at crop_offsets[i] of
   /// `crops`, packed in batch order, crop_bytes in all; `crops` holds one row of the widest box
   /// (its width * 3 bytes) more, unused, so that a device may read every row as wide as the
-  /// widest (pets/train/device_input.hpp's HostCrops). Boxes are in the stored image's
+  /// widest (pets/train/input/device_input.hpp's HostCrops). Boxes are in the stored image's
   /// coordinates (kBoxes: the boxes alone).
   StagingBuffer crops;
   std::int64_t crop_bytes = 0;
@@ -94,7 +96,7 @@ struct Batch {
   std::vector<std::int64_t> crop_offsets;
 };
 
-/// The seed of the augmentation stream of image `position` (step * train_batch + i) of an epoch
+/// The seed of the augmentation stream of image `position` (step * batch_size + i) of an epoch
 /// on `rank`: results do not depend on which worker thread builds which batch.
 std::uint64_t augment_seed(std::uint64_t seed, int rank, std::int64_t epoch, std::int64_t position);
 

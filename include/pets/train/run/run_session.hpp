@@ -1,0 +1,79 @@
+#pragma once
+/// \file
+/// A run's life in its --out folder, on every rank: rank 0 holds the folder's lock (RunFolder)
+/// for the whole run, removes what killed writers left there, the earlier run's files under
+/// --overwrite, and writes the checkpoints, metrics.jsonl and the exported model.
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pets/train/options/options.hpp"
+#include "pets/train/report/metrics.hpp"
+#include "pets/train/state/exported_model.hpp"
+
+namespace pets {
+class RankLog;
+}
+namespace pets::comm {
+class MpiComm;
+}
+namespace pets::data {
+class Loader;
+}
+
+namespace pets::train {
+
+class RunFolder;
+struct RunShape;
+struct TrainingState;
+
+class RunSession {
+ public:
+  /// Collective: once every rank takes stop signals, rank 0 opens --out (RunFolder: its lock,
+  /// and whether the run resumes; a refusal is a UsageError on every rank), then removes the
+  /// temporary files of writers that are gone. Notices go to `log`, which must outlive this.
+  RunSession(const TrainOptions& options, const comm::MpiComm& mpi, RankLog& log);
+  ~RunSession();
+  RunSession(const RunSession&) = delete;
+  RunSession& operator=(const RunSession&) = delete;
+
+  /// Whether the run continues from a checkpoint in --out.
+  bool resuming() const { return resuming_; }
+  /// --overwrite: rank 0 removes the earlier run's files, nothing else (collective; a file it
+  /// cannot remove is a UsageError on every rank).
+  void remove_earlier_run();
+  /// The state of the latest readable checkpoint in --out, which `current` (reading --data) can
+  /// continue, and its path in `path`; notices of checkpoints refused go to the log. Throws
+  /// pets::UsageError on every rank when there is none or it cannot continue (collective).
+  TrainingState read_latest(const RunShape& current, std::string& path) const;
+  /// Rank 0 writes `state` as the newest checkpoint; its path (empty on the other ranks).
+  std::string save(const TrainingState& state) const;
+  /// Rank 0 (re)writes metrics.jsonl with every epoch of `history`.
+  void write_metrics(const std::vector<EpochMetrics>& history) const;
+  /// Rank 0 exports `model` (timm's names, `card` as its metadata: exported_model.hpp) as `name`
+  /// in --out; its path there, empty on the other ranks.
+  std::string export_model(const torch::nn::Module& model, const ModelCard& card,
+                           const char* name = kModelFileName) const;
+  /// --keep-best, after each epoch added to `history`: rank 0 exports `model` as
+  /// best.safetensors when that epoch is the best so far (best_epoch), and warns when the best
+  /// epoch's file is missing.
+  void keep_best(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
+                 const data::Loader& loader) const;
+  /// A run resumed at its end: says so (with its last result line), rank 0 writes what a stop
+  /// between its last checkpoint and its last files left out (metrics.jsonl, the model), and
+  /// returns the model's path (rank 0).
+  std::string finish(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
+                     const data::Loader& loader) const;
+
+ private:
+  const TrainOptions& options_;
+  const comm::MpiComm& mpi_;
+  RankLog& log_;
+  std::unique_ptr<RunFolder> folder_;  ///< rank 0: --out, locked for the whole run
+  bool resuming_ = false;
+};
+
+}  // namespace pets::train

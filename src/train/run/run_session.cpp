@@ -1,0 +1,117 @@
+#include "pets/train/run/run_session.hpp"
+
+#include <mpi.h>
+
+#include <filesystem>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/comm/program.hpp"
+#include "pets/train/options/resume_check.hpp"
+#include "pets/train/run/run_folder.hpp"
+#include "pets/train/state/checkpoint.hpp"
+#include "pets/train/state/exported_model.hpp"
+#include "pets/train/state/training_state.hpp"
+#include "pets/util/atomic_file.hpp"
+#include "pets/util/error.hpp"
+#include "pets/util/log.hpp"
+#include "pets/util/number_text.hpp"
+
+namespace pets::train {
+
+namespace fs = std::filesystem;
+
+RunSession::RunSession(const TrainOptions& options, const comm::MpiComm& mpi, RankLog& log)
+    : options_(options), mpi_(mpi), log_(log) {
+  // Slurm's one-rank guard ran before this (run_mpi_program): N one-rank worlds never get here.
+  // Every rank takes stop signals before --out appears (what launchers' scripts wait for).
+  PETS_MPI_CHECK(MPI_Barrier(mpi_.get()));
+  resuming_ = decide_on_rank_0([&] {
+                folder_ =
+                    std::make_unique<RunFolder>(options_.out, options_.resume, options_.overwrite);
+                for (const auto& n : folder_->notices()) log_.note(n);
+                return std::string(folder_->resume() ? "resume" : "new");
+              }) == "resume";
+  if (mpi_.rank() != 0) return;
+  // What a writer killed mid-write (SIGKILL, a lost node) left beside its target; the lock on
+  // --out keeps a live run's files out of reach.
+  const StaleTempReport stale = remove_stale_temp_files(options_.out);
+  for (const auto& path : stale.removed) log_.note("removed " + path + " (its writer is gone)");
+  for (const auto& what : stale.kept) log_.note("notice: kept " + what);
+}
+
+RunSession::~RunSession() = default;
+
+void RunSession::remove_earlier_run() {
+  const std::string removed =
+      decide_on_rank_0([&] { return std::to_string(folder_->remove_earlier_run()); });
+  if (removed != "0")
+    log_.note("--overwrite: removed the earlier run's " + removed + " files from " + options_.out);
+}
+
+TrainingState RunSession::read_latest(const RunShape& current, std::string& path) const {
+  std::vector<std::string> notices;
+  const auto ckpt = agree_on_usage([&] {
+    auto found = load_latest_checkpoint(options_.out, &notices);
+    for (const auto& n : notices) log_.note("warning: " + n);
+    if (!found)
+      throw UsageError("--resume: no checkpoint in " + options_.out + " can be read (" +
+                       std::to_string(notices.size()) +
+                       " refused, above), so there is nothing to continue; start over with "
+                       "--overwrite");
+    return found;
+  });
+  path = ckpt->path;
+  return agree_on_usage([&] {
+    TrainingState s = TrainingState::from_checkpoint(*ckpt);
+    check_resume_compatible(ckpt->path, s.shape(), s.mid_epoch(), current, options_.data);
+    return s;
+  });
+}
+
+std::string RunSession::save(const TrainingState& state) const {
+  return mpi_.rank() == 0 ? state.save(options_.out) : std::string();
+}
+
+void RunSession::write_metrics(const std::vector<EpochMetrics>& history) const {
+  if (mpi_.rank() != 0) return;
+  write_file_atomically((fs::path(options_.out) / "metrics.jsonl").string(),
+                        metrics_jsonl(history));
+}
+
+std::string RunSession::export_model(const torch::nn::Module& model, const ModelCard& card,
+                                     const char* name) const {
+  if (mpi_.rank() != 0) return "";
+  const std::string path = (fs::path(options_.out) / name).string();
+  write_exported_model(path, model, card);
+  return path;
+}
+
+void RunSession::keep_best(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
+                           const data::Loader& loader) const {
+  if (mpi_.rank() != 0 || history.empty()) return;
+  // The best so far is known from the history, a resumed run's earlier epochs included.
+  const EpochMetrics& best = *best_epoch(history);
+  const std::string kept = (fs::path(options_.out) / kBestModelFileName).string();
+  if (&best == &history.back())
+    log_.note("[epoch " + std::to_string(best.epoch) + "] best so far: model kept as " +
+              export_model(model, model_card(loader, &best), kBestModelFileName));
+  else if (!fs::exists(kept))
+    log_.note("warning: --keep-best: " + kept + " is missing, so the best epoch so far (" +
+              std::to_string(best.epoch) + ") is not kept; it will hold the next better one");
+}
+
+std::string RunSession::finish(const std::vector<EpochMetrics>& history,
+                               const torch::nn::Module& model, const data::Loader& loader) const {
+  log_.note("--resume: the run in " + options_.out + " has finished its " +
+            count_text(options_.epochs, "epoch") + "; nothing to train");
+  if (!history.empty()) log_.result(result_line(history.back()));
+  if (mpi_.rank() != 0) return "";
+  if (!fs::exists(fs::path(options_.out) / "metrics.jsonl")) write_metrics(history);
+  const fs::path model_path = fs::path(options_.out) / kModelFileName;
+  const std::string path =
+      fs::exists(model_path) ? model_path.string() : export_model(model, model_card(loader));
+  log_.note("final model: " + path);
+  return path;
+}
+
+}  // namespace pets::train

@@ -1,0 +1,183 @@
+#include "pets/train/run/stop_checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "pets/train/run/stop_signal.hpp"
+#include "pets/train/state/training_state.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+
+struct StopCheckpoint::Committed {
+  std::int64_t epoch = 0;
+  std::int64_t step = 0;
+  std::optional<TrainingState> state;  ///< empty: its checkpoint is on disk
+};
+
+namespace {
+
+void print_line(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+StopCheckpoint::StopCheckpoint(Writer writer, std::string out)
+    : writer_(std::move(writer)), out_(std::move(out)) {
+  if (writer_ && stop_signal_fd() >= 0) thread_ = std::thread([this] { run(); });
+}
+
+StopCheckpoint::~StopCheckpoint() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    quit_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) {
+    wake_stop_reader('q');
+    thread_.join();
+  }
+}
+
+void StopCheckpoint::run() {
+  const int fd = stop_signal_fd();
+  while (true) {
+    char byte = 0;
+    const ssize_t n = ::read(fd, &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (quit_) return;
+      if (byte != 's' || began_ || closed_) continue;
+      began_ = true;
+    }
+    write_and_report();
+  }
+}
+
+void StopCheckpoint::write_and_report() {
+  // The write lock first: an end-of-epoch checkpoint the main thread is writing is finished and
+  // becomes the latest commit before this one is chosen.
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::shared_ptr<const Committed> latest;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!latest_ && !quit_) {
+      print_line(
+          "pets_train: no step completed yet: the checkpoint follows once the start-up ends");
+      changed_.wait(lock, [&] { return latest_ || quit_; });
+    }
+    latest = latest_;
+  }
+  std::string error;
+  if (latest && latest->state) {
+    try {
+      writer_(*latest->state);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  write_lock.unlock();
+  if (latest && error.empty())
+    print_line(stop_line(stop_signal(), latest->epoch, latest->step, out_));
+  else if (latest)
+    print_line("error: the stop's checkpoint was not written: " + error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = error;
+  }
+  changed_.notify_all();
+}
+
+bool StopCheckpoint::chosen() const {
+  // A stop that began before the first commit (during the start-up) waits for that commit.
+  return began_ && latest_;
+}
+
+void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
+                            const std::function<TrainingState()>& make) {
+  if (!writer_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (chosen()) return;
+  }
+  // Built outside the lock: the stop thread meanwhile keeps the previous commit.
+  auto committed = std::make_shared<Committed>();
+  committed->epoch = epoch;
+  committed->step = step;
+  committed->state.emplace(make());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (chosen()) return;
+    latest_ = std::move(committed);
+  }
+  changed_.notify_all();
+}
+
+void StopCheckpoint::commit_on_disk(std::int64_t epoch, std::int64_t step) {
+  if (!writer_) return;
+  auto committed = std::make_shared<Committed>();
+  committed->epoch = epoch;
+  committed->step = step;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (chosen()) return;
+    latest_ = std::move(committed);
+  }
+  changed_.notify_all();
+}
+
+bool StopCheckpoint::save(std::int64_t epoch, const TrainingState& state) {
+  if (!writer_) return true;
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (began_) return false;
+  }
+  writer_(state);
+  // Committed even when a stop began during the write: it is what `latest` names now, and the
+  // stop thread (waiting for the write lock) reports it.
+  auto committed = std::make_shared<Committed>();
+  committed->epoch = epoch;
+  committed->step = state.position.step;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    latest_ = std::move(committed);
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void StopCheckpoint::stop() {
+  if (!writer_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!began_) {
+    // The signal came to another rank only: rank 0 writes its last commit now.
+    began_ = true;
+    lock.unlock();
+    write_and_report();
+    lock.lock();
+  }
+  changed_.wait(lock, [&] { return done_; });
+  if (!error_.empty()) PETS_ERROR("the stop's checkpoint was not written: " + error_);
+}
+
+bool StopCheckpoint::close() {
+  set_final_stretch();
+  if (!writer_) return false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  closed_ = true;
+  if (!began_) return false;
+  changed_.wait(lock, [&] { return done_; });
+  return true;
+}
+
+}  // namespace pets::train

@@ -1,0 +1,354 @@
+#include "pets/train/run/trainer.hpp"
+
+#include <chrono>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/model/folded.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/train/input/input_pipeline.hpp"
+#include "pets/train/options/debug_switches.hpp"
+#include "pets/train/report/run_report.hpp"
+#include "pets/train/report/tensorboard.hpp"
+#include "pets/train/run/backend.hpp"
+#include "pets/train/run/run_data.hpp"
+#include "pets/train/run/run_session.hpp"
+#include "pets/train/run/run_start.hpp"
+#include "pets/train/run/startup.hpp"
+#include "pets/train/run/step_dump.hpp"
+#include "pets/train/run/stop_checkpoint.hpp"
+#include "pets/train/run/stop_signal.hpp"
+#include "pets/train/state/exported_model.hpp"
+#include "pets/train/state/training_state.hpp"
+#include "pets/train/step/batchnorm_sync.hpp"
+#include "pets/train/step/evaluation.hpp"
+#include "pets/train/step/step_hooks.hpp"
+#include "pets/train/step/train_step.hpp"
+#include "pets/train/step/verify_ranks.hpp"
+#include "pets/util/error.hpp"
+#include "pets/util/log.hpp"
+#include "pets/util/memory.hpp"
+#include "pets/util/threads.hpp"
+
+namespace pets::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using data::SplitKind;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// This rank's batch sizes of `kind` from `loader`: every step's but the last, and the last's.
+std::vector<int64_t> step_batch_sizes(const data::Loader& loader, SplitKind kind) {
+  std::vector<int64_t> sizes;
+  for (const int64_t step : {int64_t{0}, loader.steps_per_epoch(kind) - 1})
+    if (step >= 0) sizes.push_back(static_cast<int64_t>(loader.step_indices(kind, 0, step).size()));
+  return sizes;
+}
+
+/// The run on one rank: the parts wired together (backend, session, loader, model, step,
+/// evaluator, BatchNorm sync, stop agreement), then epochs of training steps and evaluations with
+/// checkpoints.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, const comm::MpiComm& mpi)
+      : options_(options),
+        mpi_(mpi),
+        switches_(DebugSwitches::from_environment()),
+        log_(mpi.rank() == 0, options.progress,
+             std::chrono::duration<double>(options.progress_interval)),
+        board_(options.tensorboard, mpi.rank() == 0,
+               std::chrono::duration<double>(options.progress_interval), log_) {}
+
+  TrainResult run();
+
+ private:
+  void setup();
+  /// On a GPU, the training steps' forward and the evaluation's, once for each batch size, before
+  /// the first epoch (Backend::warm_up).
+  void warm_up();
+  /// Trains from `position` to the end of the epoch, or until the ranks agree to stop (false).
+  bool train_epoch(int64_t epoch, EpochPosition& position);
+  /// False when the ranks agreed to stop before a batch (metrics unset).
+  bool evaluate(int64_t epoch, EpochMetrics& metrics);
+  /// Checkpoints the run at the start of `epoch`, after the previous one's evaluation.
+  void save(int64_t epoch);
+  /// The state just after a training step, whose allreduce carried `rank_states`, for a stop
+  /// (StopCheckpoint::commit; rank 0 only: no collective).
+  TrainingState state_after_step(int64_t epoch, const EpochPosition& position,
+                                 const at::Tensor& rank_states) const;
+
+  const TrainOptions& options_;
+  const comm::MpiComm& mpi_;
+  const DebugSwitches switches_;
+  RankLog log_;
+  TensorBoardLog board_;  ///< --tensorboard, at the schedule's step count (the global step)
+  std::unique_ptr<RunSession> session_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<RunData> data_;  ///< the loader, its batches on the device, the labels
+  model::ResNet50d model_{nullptr};
+  std::unique_ptr<SwitchHooks> hooks_;  // before step_, whose hooks refer to it
+  std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<BatchNormSync> batchnorm_;
+  std::unique_ptr<StopAgreement> stop_;
+  std::unique_ptr<StopCheckpoint> stop_checkpoint_;  ///< rank 0 writes a stop's checkpoint
+  std::unique_ptr<Evaluator> evaluator_;
+  /// --bn-mode eval: the backbone never changes, so it runs folded (BatchNorm folded into the
+  /// convolutions), and the evaluator keeps the evaluation features. PETS_UNFOLDED keeps the
+  /// plain path (no fold, no cache), to compare against.
+  std::unique_ptr<model::FoldedBackbone> folded_;
+  std::unique_ptr<RunProgress> progress_;  ///< the progress line and the run's time left
+  std::unique_ptr<StepDump> dump_;         ///< PETS_DUMP_STEPS
+  ResumePoint start_;  ///< where the run starts: epoch 0, or a checkpoint's point (resume_run)
+  std::vector<EpochMetrics> history_;
+};
+
+void Trainer::setup() {
+  backend_ = make_backend(options_, mpi_, switches_);
+  // Before the first tensor: every step's activations then reuse mapped pages (util/memory.hpp).
+  if (!switches_.default_malloc && !retain_freed_memory())
+    log_.note("notice: the allocator refused to keep freed memory; steps may run slower");
+  const ThreadChoice threads = choose_threads(options_.threads, mpi_.local_size());
+  if (!threads.warning.empty()) log_.note("warning: " + threads.warning);
+  torch::set_num_threads(threads.threads);
+  for (const auto& n : backend_->notices()) log_.note(n);
+  torch::manual_seed(options_.seed);
+  data_ = std::make_unique<RunData>(options_, mpi_, *backend_, threads.threads, log_);
+  model_ = make_run_model(options_, data_->loader->num_classes(), *backend_, log_);
+  data_->start_input(*backend_);
+  batchnorm_ = std::make_unique<BatchNormSync>(*model_, mpi_, backend_->device_comm(),
+                                               options_.bn_mode == BnMode::kTrain);
+  StepSettings settings = backend_->step_settings();
+  hooks_ = std::make_unique<SwitchHooks>(switches_, mpi_.rank(), &backend_->host_comm());
+  settings.hooks = hooks_->hooks();
+  // Every step's allreduce carries every rank's BatchNorm statistics, so that rank 0 can write
+  // the checkpoint of the last step completed on its own (stop_checkpoint.hpp).
+  if (batchnorm_->varies_per_rank())
+    settings.rank_state = [this] { return batchnorm_->rank_row(); };
+  const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
+  const int64_t train_images = data_->loader->store().split(SplitKind::kTrain).size();
+  const OneCycleOptions so = accelerate_onecycle(options_.max_lr, options_.epochs, train_images,
+                                                 options_.batch_size, mpi_.size());
+  step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
+  stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
+  const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
+  evaluator_ = std::make_unique<Evaluator>(backend_->host_comm(), fold);
+  if (session_->resuming()) {
+    start_ = resume_run(*session_, data_->shape(options_, mpi_.size()), mpi_.size(), steps,
+                        *batchnorm_, *step_, board_, log_);
+    history_ = start_.history;
+  }
+  if (fold) {
+    model_->eval();
+    folded_ = std::make_unique<model::FoldedBackbone>(*model_);
+  }
+  if (switches_.dump_steps) {
+    dump_ = std::make_unique<StepDump>(
+        *switches_.dump_steps, mpi_.rank(),
+        std::map<std::string, double>{
+            {"ranks", mpi_.size()},
+            {"batch_size", static_cast<double>(options_.batch_size)},
+            {"epochs", static_cast<double>(options_.epochs)},
+            {"max_lr", options_.max_lr},
+            {"seed", static_cast<double>(options_.seed)},
+            {"train_images", static_cast<double>(train_images)},
+            {"steps_per_epoch", static_cast<double>(steps)},
+            {"image_size", static_cast<double>(data_->loader->options().image_size)}});
+  }
+  warm_up();
+  log_.note(startup_text(startup_facts(options_, mpi_, *backend_, *data_, threads.threads)));
+  progress_ = std::make_unique<RunProgress>(progress_shape(options_, mpi_.size(), *data_, fold));
+}
+
+void Trainer::warm_up() {
+  if (!backend_->warms_up()) return;
+  const int64_t size = data_->loader->options().image_size;
+  model_->train(options_.bn_mode == BnMode::kTrain);
+  backend_->fitting(kBatchSizeKey, options_.batch_size, [&] {
+    backend_->warm_up(*model_, folded_.get(), step_batch_sizes(*data_->loader, SplitKind::kTrain),
+                      size);
+  });
+  // The evaluation's shapes through the backbone it runs (evaluate): the run's fold, else a fold
+  // of the current statistics (each evaluation folds its epoch's afresh), unless PETS_UNFOLDED.
+  model_->eval();
+  std::unique_ptr<model::FoldedBackbone> fold;
+  if (!folded_ && !switches_.unfolded) fold = std::make_unique<model::FoldedBackbone>(*model_);
+  backend_->fitting(kEvalBatchSizeKey, options_.eval_batch_size, [&] {
+    backend_->warm_up(*model_, folded_ ? folded_.get() : fold.get(),
+                      step_batch_sizes(*data_->loader, SplitKind::kEval), size);
+  });
+}
+
+bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
+  model_->train(options_.bn_mode == BnMode::kTrain);
+  const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
+  data_->input->start_epoch(SplitKind::kTrain, epoch, position.step);
+  const int64_t first_step = position.step;
+  const double seconds_before = position.seconds;
+  const auto start = Clock::now();
+  for (int64_t step = first_step; step < steps; ++step) {
+    const auto wait_start = Clock::now();
+    std::optional<data::Batch> batch = data_->input->next();
+    position.wait_seconds += seconds_since(wait_start);
+    PETS_CHECK(batch.has_value(), "loader ended the epoch after " + std::to_string(step) + " of " +
+                                      std::to_string(steps) + " steps");
+    const int64_t global_step = epoch * steps + step;
+    const bool dumped = dump_ && dump_->wants(global_step);
+    const double beta1 = step_->schedule().beta1();
+    if (dumped)
+      dump_->before(global_step, *model_, *batch, data_->input->images(*batch),
+                    data_->loader->store().split(SplitKind::kTrain).names);
+    const StepResult result = backend_->fitting(kBatchSizeKey, options_.batch_size, [&] {
+      return step_->run(*batch, stop_->request(), folded_.get(), data_->input->images(*batch));
+    });
+    if (dumped) dump_->after(*model_, result, beta1);
+    position.loss_sum += result.loss_sum;
+    position.images += result.images;
+    position.step = step + 1;
+    position.seconds = seconds_before + seconds_since(start);
+    stop_checkpoint_->commit(epoch, position.step,
+                             [&] { return state_after_step(epoch, position, result.rank_states); });
+    log_.progress(progress_->trained(epoch, step + 1, position.images / position.seconds,
+                                     position.loss_sum / position.images));
+    board_.progress(step_->schedule().step_count(), position.loss_sum / position.images,
+                    position.images / position.seconds, result.lr);
+    // At the epoch's last step the evaluation stops at once.
+    if (stop_->record(result.stop) && step + 1 < steps) return false;
+  }
+  return true;
+}
+
+bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
+  // Evaluation and checkpoints use the ranks' average statistics: every rank holds one model.
+  batchnorm_->synchronise();
+  if (switches_.verify_ranks)
+    log_.note(check_model_on_all_ranks(backend_->host_comm(), *model_, epoch) +
+              "; averaged gradients identical at " + std::to_string(hooks_->steps_verified()) +
+              " steps so far");
+  model_->eval();
+  const auto start = Clock::now();
+  // Evaluation uses the running statistics, so its backbone can always be folded: under
+  // --bn-mode train afresh from this epoch's (synchronised) statistics, a fraction of a second.
+  std::unique_ptr<model::FoldedBackbone> epoch_fold;
+  if (!folded_ && !switches_.unfolded)
+    epoch_fold = std::make_unique<model::FoldedBackbone>(*model_);
+  const model::FoldedBackbone* backbone = folded_ ? folded_.get() : epoch_fold.get();
+  const BatchSource source{[&] { data_->input->start_epoch(SplitKind::kEval, epoch); },
+                           [&] { return data_->input->next(); }};
+  // A long evaluation would outlast a launcher's kill timeout: the ranks agree on a stop before
+  // every batch (every rank reads the same number of batches).
+  int64_t reads = 0;
+  const auto interrupt = [&] {
+    log_.progress(progress_->evaluating(epoch, reads));
+    if (reads++ == 1 && switches_.pause_eval_seconds > 0 && mpi_.rank() == 0)
+      pause_for_test("in the evaluation", switches_.pause_eval_seconds);
+    return stop_->agree();
+  };
+  const std::optional<EvalCounts> counts =
+      backend_->fitting(kEvalBatchSizeKey, options_.eval_batch_size, [&] {
+        return evaluator_->run(
+            source,
+            [&](data::Batch& batch) {
+              return backend_->forward()(*model_, backbone, data_->input->images(batch));
+            },
+            [&](const torch::Tensor& features) { return model_->forward_head(features); },
+            interrupt);
+      });
+  if (!counts) return false;
+  set_evaluation(metrics, counts->correct, counts->evaluated, seconds_since(start));
+  return true;
+}
+
+void Trainer::save(int64_t epoch) {
+  TrainingState state =
+      TrainingState::at(data_->shape(options_, mpi_.size()), epoch, EpochPosition{}, history_);
+  step_->save(state);
+  batchnorm_->save(state);
+  stop_checkpoint_->save(epoch, state);
+}
+
+TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& position,
+                                        const at::Tensor& rank_states) const {
+  TrainingState state =
+      TrainingState::at(data_->shape(options_, mpi_.size()), epoch, position, history_);
+  step_->save(state);
+  batchnorm_->save_after_step(state, rank_states);
+  return state.cloned();
+}
+
+TrainResult Trainer::run() {
+  // Before the (slow) setup, so that an early preemption signal still ends in a checkpoint.
+  install_stop_handlers(mpi_.rank() == 0);
+  apply_process_switches(switches_);
+  const auto start = Clock::now();
+  session_ = std::make_unique<RunSession>(options_, mpi_, log_);
+  StopCheckpoint::Writer writer;  // rank 0's: the other ranks keep no commits
+  if (mpi_.rank() == 0) writer = [this](const TrainingState& s) { return session_->save(s); };
+  stop_checkpoint_ = std::make_unique<StopCheckpoint>(writer, options_.out);
+  setup();
+  TrainResult result;
+  if (session_->resuming() && start_.epoch == options_.epochs) {
+    result.epochs = history_;
+    result.final_model = session_->finish(history_, *model_, *data_->loader);
+    return result;
+  }
+  if (options_.overwrite) session_->remove_earlier_run();
+  // What a stop before the first step writes (after --overwrite's removal, which would take it).
+  if (session_->resuming())
+    stop_checkpoint_->commit_on_disk(start_.epoch, start_.position.step);
+  else
+    stop_checkpoint_->commit(start_.epoch, 0, [&] {
+      return state_after_step(start_.epoch, EpochPosition{}, at::Tensor());
+    });
+  EpochPosition position = start_.position;
+  for (int64_t epoch = start_.epoch; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
+    // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
+    // resumed run trains no step of it and evaluates it.
+    bool complete = train_epoch(epoch, position);
+    EpochMetrics metrics;
+    if (complete) {
+      metrics = training_metrics(epoch, position, step_->last_lr());
+      // The split of a resumed epoch covers its steps since the start.
+      if (position.seconds > 0)
+        metrics.upload_share = data_->input->upload_seconds() / position.seconds;
+      complete = evaluate(epoch, metrics);
+    }
+    if (complete) {
+      history_.push_back(metrics);
+      log_.result(result_line(metrics));
+      log_.note(summary_line(metrics));
+      board_.epoch(step_->schedule().step_count(), metrics);
+      if (options_.keep_best) session_->keep_best(history_, *model_, *data_->loader);
+      save(epoch + 1);
+      session_->write_metrics(history_);
+    }
+    const bool last = complete && epoch + 1 == options_.epochs;
+    // A signal during the checkpoint: agreed here, not one step later. Rank 0's stop thread has
+    // written the checkpoint of the last step completed (or writes it now, when the signal came
+    // to another rank) and printed the line.
+    if (!last && (complete ? stop_->agree() : stop_->agreed())) {
+      stop_checkpoint_->stop();
+      result.preempted = true;
+      break;
+    }
+    // A signal from here on writes nothing: the run ends once the final model is written. One
+    // that came before (its line printed by rank 0) ends the run as stopped.
+    if (last && stop_checkpoint_->close()) result.preempted = true;
+  }
+  result.epochs = history_;
+  if (result.preempted) return result;
+  result.final_model = session_->export_model(*model_, model_card(*data_->loader));
+  log_.note(run_summary_line(history_, seconds_since(start), result.final_model));
+  return result;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& options, const comm::MpiComm& mpi) {
+  Trainer trainer(options, mpi);
+  return trainer.run();
+}
+
+}  // namespace pets::train

@@ -1,0 +1,148 @@
+#include "pets/train/state/training_state.hpp"
+
+#include <torch/torch.h>
+
+#include <map>
+
+#include "pets/train/state/checkpoint.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::train {
+namespace {
+
+// The schema's names.
+const char* const kModelPrefix = "model.";
+const char* const kRankBuffers = "rank_buffers";
+const char* const kExpAvg = "adam.exp_avg.";
+const char* const kExpAvgSq = "adam.exp_avg_sq.";
+
+}  // namespace
+
+TrainingState TrainingState::at(const RunShape& shape, int64_t epoch, const EpochPosition& position,
+                                std::vector<EpochMetrics> history) {
+  TrainingState s;
+  s.config = shape.config;
+  s.world_size = shape.world_size;
+  s.steps_per_epoch = shape.steps_per_epoch;
+  s.store = shape.store;
+  s.epoch = epoch;
+  s.position = position;
+  s.history = std::move(history);
+  return s;
+}
+
+TrainingState TrainingState::cloned() const {
+  TrainingState s = *this;
+  for (auto& [name, t] : s.model) t = t.detach().clone();
+  if (s.rank_buffers.defined()) s.rank_buffers = s.rank_buffers.clone();
+  for (auto& t : s.adam_exp_avg) t = t.clone();
+  for (auto& t : s.adam_exp_avg_sq) t = t.clone();
+  return s;
+}
+
+void TrainingState::restore_model_tensors(const Tensors& targets, const std::string& path) const {
+  std::map<std::string, at::Tensor> saved(model.begin(), model.end());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : targets) {
+    const auto it = saved.find(name);
+    if (it == saved.end()) throw UsageError(path + ": no tensor 'model." + name + "'");
+    at::Tensor target = t;
+    target.copy_(it->second);
+  }
+}
+
+nlohmann::json TrainingState::to_json() const {
+  nlohmann::json state = {{"config", config},
+                          {"adam_steps", adam_steps},
+                          {"schedule_steps", schedule_steps},
+                          {"schedule_steps_per_update", schedule_steps_per_update},
+                          {"steps_per_epoch", steps_per_epoch},
+                          {"epoch", epoch},
+                          {"position", position},
+                          {"last_lr", last_lr},
+                          {"world_size", world_size},
+                          {"history", history},
+                          {"store", {{"id", store.id}, {"path", store.path}}}};
+  if (grad_scaler)
+    state["grad_scaler"] = {{"scale", grad_scaler->scale},
+                            {"growth_tracker", grad_scaler->growth_tracker}};
+  return state;
+}
+
+TrainingState::Tensors TrainingState::tensors() const {
+  PETS_CHECK(adam_exp_avg.size() == adam_exp_avg_sq.size(),
+             "training state: Adam's moments differ in count");
+  Tensors out;
+  for (const auto& [name, t] : model) out.emplace_back(kModelPrefix + name, t.cpu());
+  if (rank_buffers.defined()) out.emplace_back(kRankBuffers, rank_buffers.cpu());
+  for (std::size_t i = 0; i < adam_exp_avg.size(); ++i) {
+    out.emplace_back(kExpAvg + std::to_string(i), adam_exp_avg[i].cpu());
+    out.emplace_back(kExpAvgSq + std::to_string(i), adam_exp_avg_sq[i].cpu());
+  }
+  return out;
+}
+
+std::string TrainingState::save(const std::string& dir) const {
+  return save_checkpoint(dir, schedule_steps, to_json(), tensors());
+}
+
+TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
+  TrainingState s;
+  try {
+    const nlohmann::json& j = ckpt.state;
+    j.at("config").get_to(s.config);
+    j.at("world_size").get_to(s.world_size);
+    j.at("steps_per_epoch").get_to(s.steps_per_epoch);
+    j.at("epoch").get_to(s.epoch);
+    j.at("position").get_to(s.position);
+    j.at("adam_steps").get_to(s.adam_steps);
+    j.at("schedule_steps").get_to(s.schedule_steps);
+    j.at("last_lr").get_to(s.last_lr);
+    // An earlier pets_train stepped OneCycle once per optimiser step and wrote no such key.
+    s.schedule_steps_per_update = j.value("schedule_steps_per_update", int64_t{1});
+    j.at("history").get_to(s.history);
+    // Checkpoints from before store ids have no "store": its id stays empty.
+    if (const auto it = j.find("store"); it != j.end()) {
+      it->at("id").get_to(s.store.id);
+      it->at("path").get_to(s.store.path);
+    }
+    if (const auto it = j.find("grad_scaler"); it != j.end())
+      s.grad_scaler =
+          GradScalerState{it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(ckpt.path + ": bad checkpoint state: " + e.what());
+  }
+  std::map<std::string, at::Tensor> exp_avg, exp_avg_sq;
+  const auto starts = [](const std::string& name, const std::string& prefix) {
+    return name.compare(0, prefix.size(), prefix) == 0;
+  };
+  for (const auto& [name, t] : ckpt.tensors) {
+    if (starts(name, kModelPrefix))
+      s.model.emplace_back(name.substr(std::char_traits<char>::length(kModelPrefix)), t);
+    else if (name == kRankBuffers)
+      s.rank_buffers = t;
+    else if (starts(name, kExpAvgSq))
+      exp_avg_sq[name.substr(std::char_traits<char>::length(kExpAvgSq))] = t;
+    else if (starts(name, kExpAvg))
+      exp_avg[name.substr(std::char_traits<char>::length(kExpAvg))] = t;
+    else
+      throw UsageError(ckpt.path + ": unexpected tensor '" + name + "'");
+  }
+  // Moments 0, 1, ... of both kinds, none missing.
+  for (std::size_t i = 0; i < exp_avg.size() || i < exp_avg_sq.size(); ++i) {
+    const std::string key = std::to_string(i);
+    const auto m = exp_avg.find(key), v = exp_avg_sq.find(key);
+    if (m == exp_avg.end() || v == exp_avg_sq.end())
+      throw UsageError(ckpt.path + ": no tensor '" + (m == exp_avg.end() ? kExpAvg : kExpAvgSq) +
+                       key + "'");
+    s.adam_exp_avg.push_back(m->second);
+    s.adam_exp_avg_sq.push_back(v->second);
+  }
+  if (s.rank_buffers.defined() &&
+      (s.rank_buffers.dim() != 2 || s.rank_buffers.scalar_type() != at::kDouble))
+    throw UsageError(ckpt.path + ": '" + std::string(kRankBuffers) +
+                     "' is not a [ranks, n] float64 tensor");
+  return s;
+}
+
+}  // namespace pets::train

@@ -1,0 +1,117 @@
+// How often a training step on a CUDA device makes the host wait for it (LibTorch's sync debug
+// mode counts the waits, CudaParts::device_waits): once in fp32 and bf16 (the allreduced loss,
+// image count and stop requests, read together), twice in fp16 (and whether the unscaled
+// gradients are finite). Each wait leaves the device idle while the host queues the next work.
+// The step runs as pets_train runs it: the backend's forward (the fused BatchNorm kernel), its
+// communicator (NCCL), the images already on the device (the device input path), the BatchNorm
+// statistics that several ranks carry in each step. And the warm-up before the first epoch leaves
+// the model as it was. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pets/comm/mpi_comm.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/model/resnet50d.hpp"
+#include "pets/train/device/cuda_parts.hpp"
+#include "pets/train/run/backend.hpp"
+#include "pets/train/step/batchnorm_sync.hpp"
+#include "pets/train/step/train_step.hpp"
+#include "train/device/train_cuda_test_util.hpp"
+
+namespace {
+
+using pets::train::MixedPrecision;
+
+/// The backend pets_train makes for --device cuda and `precision`.
+std::unique_ptr<pets::train::Backend> cuda_backend(MixedPrecision precision,
+                                                   const pets::comm::MpiComm& mpi) {
+  pets::train::TrainOptions o;
+  o.data = "unused";
+  o.device = pets::train::DeviceChoice::kCuda;
+  o.mixed_precision = precision;
+  return pets::train::make_backend(o, mpi);
+}
+
+/// A seeded ResNet-50d of 5 classes as a run trains it: frozen backbone, channels-last, on
+/// `device`, in train mode.
+pets::model::ResNet50d train_mode_model(const torch::Device& device) {
+  torch::manual_seed(3);
+  pets::model::ResNet50d model(5);
+  model->freeze_backbone();
+  model->to(device);
+  model->to_channels_last();
+  model->train();
+  return model;
+}
+
+class StepWaits : public ::testing::TestWithParam<MixedPrecision> {};
+
+TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
+  const pets::train::CudaParts* cuda = pets::test::cuda_or_skip();
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
+  const pets::comm::MpiComm mpi;
+  const auto backend = cuda_backend(GetParam(), mpi);
+  pets::model::ResNet50d model = train_mode_model(backend->device());
+  pets::train::OneCycleOptions schedule;
+  schedule.total_steps = 10;
+  // Each step also carries this rank's BatchNorm statistics, as on several ranks under
+  // --bn-mode train (BatchNormSync::rank_row): no wait of its own either.
+  const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
+  pets::train::StepSettings settings = backend->step_settings();
+  settings.rank_state = [&batchnorm] { return batchnorm.rank_row(); };
+  pets::train::TrainStep step(*model, backend->device_comm(), schedule, settings);
+  pets::data::Batch batch;
+  batch.n = 8;
+  batch.h = batch.w = 64;
+  batch.labels = {0, 1, 2, 3, 4, 0, 1, 2};
+  const torch::Tensor images = torch::randn({8, 3, 64, 64}, torch::TensorOptions(backend->device()))
+                                   .contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto one_step = [&] {
+    EXPECT_EQ(step.run(
+                      batch, [] { return false; }, nullptr, images)
+                  .images,
+              8);
+  };
+  one_step();  // first calls: cuDNN's and the allocator's set-up
+  const std::int64_t waits = cuda->device_waits([&] {
+    for (int i = 0; i < 3; ++i) one_step();
+  });
+  EXPECT_EQ(waits, 3 * (GetParam() == MixedPrecision::kFp16 ? 2 : 1));
+}
+
+// The warm-up before the first epoch on a GPU (Backend::warm_up) runs the backend's train-mode
+// forward (the fused BatchNorm kernel) for each batch size: the statistics it updates are put
+// back bit for bit.
+TEST_P(StepWaits, AWarmUpLeavesTheBatchNormStatisticsAsTheyWere) {
+  if (pets::test::cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
+  const pets::comm::MpiComm mpi;
+  const auto backend = cuda_backend(GetParam(), mpi);
+  pets::model::ResNet50d model = train_mode_model(backend->device());
+  std::vector<torch::Tensor> before;
+  for (const auto& b : model->named_buffers(true)) before.push_back(b.value().clone());
+  backend->warm_up(*model, nullptr, {8, 5}, 64);
+  std::size_t i = 0;
+  for (const auto& b : model->named_buffers(true))
+    EXPECT_TRUE(torch::equal(b.value(), before[i++])) << b.key();
+  // A forward as the warm-up runs it does change them.
+  backend->forward()(*model, nullptr,
+                     torch::randn({8, 3, 64, 64}, torch::TensorOptions(backend->device()))
+                         .contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(torch::equal(model->named_buffers(true)[0].value(), before[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, StepWaits,
+                         ::testing::Values(MixedPrecision::kNo, MixedPrecision::kBf16,
+                                           MixedPrecision::kFp16),
+                         [](const ::testing::TestParamInfo<MixedPrecision>& info) {
+                           return info.param == MixedPrecision::kNo     ? std::string("Fp32")
+                                  : info.param == MixedPrecision::kBf16 ? std::string("Bf16")
+                                                                        : std::string("Fp16");
+                         });
+
+}  // namespace

@@ -1,0 +1,121 @@
+// The forms an epoch's metrics are shown in: the tutorial's stdout line, rank 0's summary (which
+// must not look like it), metrics.jsonl, and the arithmetic behind them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "pets/train/report/metrics.hpp"
+
+namespace {
+
+using pets::train::EpochMetrics;
+using pets::train::EpochPosition;
+
+EpochMetrics sample() {
+  EpochPosition p;
+  p.step = 10;
+  p.loss_sum = 558.0;
+  p.images = 200;
+  p.seconds = 8.0;
+  p.wait_seconds = 0.2;
+  EpochMetrics m = pets::train::training_metrics(3, p, 1.5e-3);
+  pets::train::set_evaluation(m, 35, 40, 0.5);
+  m.upload_share = 0.0125;
+  return m;
+}
+
+TEST(Metrics, TrainingAndEvaluationArithmetic) {
+  const EpochMetrics m = sample();
+  EXPECT_EQ(m.epoch, 3);
+  EXPECT_DOUBLE_EQ(m.train_loss, 2.79);
+  EXPECT_DOUBLE_EQ(m.train_images_per_s, 25.0);
+  EXPECT_DOUBLE_EQ(m.loader_wait_share, 0.025);
+  EXPECT_DOUBLE_EQ(m.lr, 1.5e-3);
+  EXPECT_DOUBLE_EQ(m.accuracy, 87.5);
+  EXPECT_EQ(m.correct, 35);
+  EXPECT_EQ(m.evaluated, 40);
+  EXPECT_DOUBLE_EQ(m.eval_images_per_s, 80.0);
+  // Nothing trained or evaluated: zeros, not NaN.
+  EpochMetrics empty = pets::train::training_metrics(0, EpochPosition{}, 0.0);
+  pets::train::set_evaluation(empty, 0, 0, 1.0);
+  EXPECT_EQ(empty.train_loss, 0.0);
+  EXPECT_EQ(empty.train_images_per_s, 0.0);
+  EXPECT_EQ(empty.accuracy, 0.0);
+}
+
+TEST(Metrics, ResultLineIsTheTutorials) {
+  EXPECT_EQ(pets::train::result_line(sample()), "epoch 3: 87.50");
+}
+
+TEST(Metrics, SummaryDoesNotLookLikeAResult) {
+  const std::string summary = pets::train::summary_line(sample());
+  EXPECT_EQ(summary,
+            "[epoch 3] loss 2.7900, train 25.0 img/s (8.0s, loader wait 2%), eval 80.0 img/s");
+  // What `grep '^epoch [0-9]*:'` over a log of both streams must not find.
+  EXPECT_FALSE(std::regex_search(summary, std::regex("^epoch")));
+}
+
+TEST(Metrics, RunSummaryNamesFinalAndBestEpochAndTheModel) {
+  EpochMetrics a = sample();  // 200 images in 8 s, 87.5 %
+  a.epoch = 0;
+  EpochMetrics b = sample();
+  b.epoch = 1;
+  b.train_seconds = 2.0;  // 100 images in 2 s
+  b.train_images_per_s = 50.0;
+  pets::train::set_evaluation(b, 36, 40, 0.5);  // 90 %, the best
+  EpochMetrics c = b;
+  c.epoch = 2;  // as good as epoch 1: the first of them is the best
+  pets::train::set_evaluation(c, 34, 40, 0.5);
+  c.accuracy = b.accuracy;
+  EpochMetrics d = a;
+  d.epoch = 3;
+  pets::train::set_evaluation(d, 30, 40, 0.5);  // 75 %, the final
+  EXPECT_EQ(pets::train::run_summary_line({a, b, c, d}, 61.25, "runs/x/model.safetensors"),
+            "[run] 4 epochs, final accuracy 75.00 %, best 90.00 % at epoch 1; 61.2 s wall, "
+            "30.0 train img/s; model runs/x/model.safetensors");
+  EXPECT_FALSE(
+      std::regex_search(pets::train::run_summary_line({a}, 1.0, ""), std::regex("^epoch")));
+  EXPECT_EQ(pets::train::run_summary_line({}, 1.0, ""), "[run] no epoch finished");
+  EXPECT_EQ(pets::train::run_summary_line({a}, 1.0, "m").substr(0, 26),
+            "[run] 1 epoch, final accur");
+}
+
+TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
+  const EpochMetrics m = sample();
+  const std::string text = pets::train::metrics_jsonl({m, m});
+  ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "correct", "epoch", "eval_images_per_s",
+                                            "eval_seconds", "evaluated", "loader_wait_share", "lr",
+                                            "train_images_per_s", "train_loss", "train_seconds",
+                                            "upload_share"}));
+  const EpochMetrics back = j.get<EpochMetrics>();
+  EXPECT_EQ(nlohmann::json(back).dump(), j.dump());
+  // A line written before upload_share was recorded reads, with 0 there.
+  nlohmann::json old = j;
+  old.erase("upload_share");
+  EXPECT_EQ(old.get<EpochMetrics>().upload_share, 0.0);
+  old.erase("lr");
+  EXPECT_THROW(old.get<EpochMetrics>(), nlohmann::json::exception);
+  EXPECT_EQ(back.accuracy, m.accuracy);
+  EXPECT_EQ(back.train_loss, m.train_loss);
+  EXPECT_EQ(back.upload_share, 0.0125);
+
+  EpochPosition p;
+  p.step = 4;
+  p.loss_sum = 1.25;
+  p.images = 32;
+  p.seconds = 3.5;
+  p.wait_seconds = 0.125;
+  const EpochPosition q = nlohmann::json(p).get<EpochPosition>();
+  EXPECT_EQ(q.step, 4);
+  EXPECT_EQ(q.loss_sum, 1.25);
+  EXPECT_EQ(q.images, 32);
+  EXPECT_EQ(q.seconds, 3.5);
+  EXPECT_EQ(q.wait_seconds, 0.125);
+}
+
+}  // namespace

@@ -1,0 +1,159 @@
+// StopCheckpoint: on a stop signal, rank 0's thread writes the last state committed at once,
+// while the main thread is still busy in a step; later commits and the end-of-epoch checkpoint
+// write nothing then; after close() a signal writes nothing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pets/train/run/stop_checkpoint.hpp"
+#include "pets/train/run/stop_signal.hpp"
+#include "pets/train/state/training_state.hpp"
+
+namespace {
+
+using pets::train::StopCheckpoint;
+using pets::train::TrainingState;
+using Clock = std::chrono::steady_clock;
+
+struct Written {
+  std::mutex mutex;
+  std::vector<int64_t> epochs;  ///< the epoch of every state written, in order
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return epochs.size();
+  }
+};
+
+StopCheckpoint::Writer writer(Written& written) {
+  return [&written](const TrainingState& s) {
+    std::lock_guard<std::mutex> lock(written.mutex);
+    written.epochs.push_back(s.epoch);
+    return std::string("ckpt");
+  };
+}
+
+TrainingState state(int64_t epoch, int64_t step) {
+  TrainingState s;
+  s.epoch = epoch;
+  s.position.step = step;
+  return s;
+}
+
+/// Whether `done` holds within `seconds`.
+template <typename Done>
+bool within(double seconds, Done done) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+class StopCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pets::train::install_stop_handlers(false);
+    pets::train::reset_stop_signal();
+  }
+  void TearDown() override { pets::train::reset_stop_signal(); }
+};
+
+TEST_F(StopCheckpointTest, ASignalWritesTheLastCommitAtOnce) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  stop.commit(0, 1, [] { return state(0, 1); });
+  stop.commit(0, 2, [] { return state(7, 2); });
+  ASSERT_EQ(written.count(), 0u);
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  // The main thread does nothing more (it would be in the next step): the thread writes.
+  const bool in_time = within(5.0, [&] { return written.count() == 1; });
+  stop.commit(0, 3, [] { return state(9, 3); });  // the step in flight: ignored
+  EXPECT_FALSE(stop.save(1, state(1, 0)));        // an end-of-epoch checkpoint: not written
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "no checkpoint within 5 s of the signal";
+  EXPECT_EQ(written.epochs, std::vector<int64_t>{7});
+  EXPECT_NE(err.find("stopped by signal 15 at epoch 0, step 2 (SIGTERM); checkpoint written in "
+                     "out; continue with --resume: pets_train --resume --out out"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(stop.close());  // the run ends as stopped
+}
+
+TEST_F(StopCheckpointTest, AStopAgreedForAnotherRanksSignalWritesTheLastCommit) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  stop.commit(2, 5, [] { return state(2, 5); });
+  testing::internal::CaptureStderr();
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(written.epochs, std::vector<int64_t>{2});
+  EXPECT_NE(err.find("stopped by a signal to another rank at epoch 2, step 5;"), std::string::npos)
+      << err;
+}
+
+TEST_F(StopCheckpointTest, ACheckpointOnDiskIsNotWrittenAgain) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  EXPECT_TRUE(stop.save(1, state(1, 0)));
+  EXPECT_EQ(written.count(), 1u);
+  testing::internal::CaptureStderr();
+  std::raise(SIGUSR1);
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(written.count(), 1u);
+  EXPECT_NE(err.find("stopped by signal 10 at epoch 1, step 0 (SIGUSR1)"), std::string::npos)
+      << err;
+}
+
+TEST_F(StopCheckpointTest, ASignalBeforeTheFirstCommitWritesThatCommit) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  // The start-up is still running: nothing to write yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(written.count(), 0u);
+  stop.commit(3, 0, [] { return state(3, 0); });  // the start-up's commit: written
+  const bool in_time = within(5.0, [&] { return written.count() == 1; });
+  stop.commit(3, 1, [] { return state(4, 1); });  // the step after it: ignored
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "no checkpoint within 5 s of the first commit";
+  EXPECT_EQ(written.epochs, std::vector<int64_t>{3});
+  EXPECT_NE(err.find("no step completed yet: the checkpoint follows once the start-up ends"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("stopped by signal 15 at epoch 3, step 0 (SIGTERM)"), std::string::npos)
+      << err;
+}
+
+TEST_F(StopCheckpointTest, AfterCloseASignalWritesNothing) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out");
+  stop.commit(0, 1, [] { return state(0, 1); });
+  EXPECT_FALSE(stop.close());
+  std::raise(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(written.count(), 0u);
+}
+
+TEST_F(StopCheckpointTest, OtherRanksKeepNothing) {
+  StopCheckpoint stop(nullptr, "out");
+  bool made = false;
+  stop.commit(0, 1, [&] {
+    made = true;
+    return state(0, 1);
+  });
+  EXPECT_FALSE(made);
+  stop.stop();
+  EXPECT_FALSE(stop.close());
+}
+
+}  // namespace

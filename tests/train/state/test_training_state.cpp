@@ -1,0 +1,222 @@
+// The checkpoint schema in one place: a TrainingState survives save and read bit for bit, its
+// JSON keys and tensor names are pinned, and a checkpoint that lacks one is refused with its
+// path (a usage error, as every other bad checkpoint).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "pets/train/state/checkpoint.hpp"
+#include "pets/train/state/training_state.hpp"
+#include "pets/util/error.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pets::train::TrainingState;
+
+TrainingState sample(bool mid_epoch) {
+  TrainingState s;
+  pets::train::TrainOptions o;
+  o.epochs = 3;
+  o.batch_size = 4;
+  o.seed = 7;
+  o.mixed_precision = pets::train::MixedPrecision::kFp16;
+  s.config = pets::train::RunConfig::of(o, {"a", "b"});
+  s.world_size = 2;
+  s.steps_per_epoch = 6;
+  s.epoch = 1;
+  s.position.step = mid_epoch ? 4 : 0;
+  s.position.loss_sum = mid_epoch ? 12.5 : 0.0;
+  s.position.images = mid_epoch ? 32 : 0;
+  s.adam_steps = 9;
+  s.schedule_steps = 10;
+  s.schedule_steps_per_update = 2;
+  s.last_lr = 1.25e-3;
+  pets::train::EpochMetrics m;
+  m.epoch = 0;
+  m.accuracy = 50.0;
+  m.correct = 5;
+  m.evaluated = 10;
+  s.history = {m};
+  s.grad_scaler = pets::train::GradScalerState{32768.0, 17};
+  s.store = {"0123456789abcdef0123456789abcdef", "/data/pets.h5"};
+  torch::manual_seed(3);
+  s.model = {{"fc.weight", torch::randn({2, 5})},
+             {"fc.bias", torch::randn({2})},
+             {"bn1.running_mean", torch::randn({5})},
+             {"bn1.num_batches_tracked", torch::tensor(int64_t{11})}};
+  if (mid_epoch) s.rank_buffers = torch::randn({2, 7}, torch::kFloat64);
+  s.adam_exp_avg = {torch::randn({2, 5}), torch::randn({2})};
+  s.adam_exp_avg_sq = {torch::rand({2, 5}), torch::rand({2})};
+  return s;
+}
+
+class TrainingStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pets_state_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+void expect_same_tensors(const TrainingState::Tensors& a, const TrainingState::Tensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
+TEST_F(TrainingStateTest, SavedAndReadBackUnchanged) {
+  for (bool mid_epoch : {false, true}) {
+    const TrainingState s = sample(mid_epoch);
+    const std::string path = s.save(dir_.string());
+    EXPECT_EQ(fs::path(path).filename(), "ckpt-10.safetensors");
+    const TrainingState r = TrainingState::from_checkpoint(pets::train::read_checkpoint(path));
+    EXPECT_EQ(r.to_json(), s.to_json()) << r.to_json().dump();
+    EXPECT_EQ(r.mid_epoch(), mid_epoch);
+    EXPECT_EQ(r.config.labels, s.config.labels);
+    EXPECT_EQ(r.config.options, s.config.options);
+    EXPECT_EQ(r.position.loss_sum, s.position.loss_sum);
+    EXPECT_EQ(r.last_lr, s.last_lr);
+    EXPECT_EQ(r.schedule_steps_per_update, 2);
+    ASSERT_TRUE(r.grad_scaler);
+    EXPECT_EQ(r.grad_scaler->scale, 32768.0);
+    EXPECT_EQ(r.grad_scaler->growth_tracker, 17);
+    expect_same_tensors(r.model, s.model);
+    EXPECT_EQ(r.rank_buffers.defined(), mid_epoch);
+    if (mid_epoch) {
+      EXPECT_TRUE(torch::equal(r.rank_buffers, s.rank_buffers));
+    }
+    ASSERT_EQ(r.adam_exp_avg.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::equal(r.adam_exp_avg[i], s.adam_exp_avg[i]));
+      EXPECT_TRUE(torch::equal(r.adam_exp_avg_sq[i], s.adam_exp_avg_sq[i]));
+    }
+    // What resume compares.
+    EXPECT_EQ(r.shape().world_size, 2);
+    EXPECT_EQ(r.shape().steps_per_epoch, 6);
+    EXPECT_EQ(r.shape().store.id, "0123456789abcdef0123456789abcdef");
+    EXPECT_EQ(r.shape().store.path, "/data/pets.h5");
+  }
+}
+
+// A checkpoint written before store ids: read with an empty id, which resume then refuses
+// against any store that has one (test_resume_check.cpp).
+TEST_F(TrainingStateTest, CheckpointWithoutStoreReadsAsUnknownStore) {
+  const TrainingState s = sample(false);
+  pets::train::Checkpoint c;
+  c.path = "dir/ckpt-10.safetensors";
+  c.state = s.to_json();
+  c.state.erase("store");
+  c.tensors = s.tensors();
+  const TrainingState r = TrainingState::from_checkpoint(c);
+  EXPECT_EQ(r.store.id, "");
+  EXPECT_EQ(r.store.path, "");
+}
+
+// A checkpoint written before OneCycle was stepped as Accelerate steps it has no
+// "schedule_steps_per_update": read as 1 (once per optimiser step), which resume refuses at
+// several ranks and accepts at one, where the two schedules are the same.
+TEST_F(TrainingStateTest, CheckpointOfTheEarlierScheduleIsToldApart) {
+  for (const int64_t world : {1, 2, 3}) {
+    TrainingState s = sample(false);
+    s.world_size = world;
+    s.schedule_steps_per_update = world;
+    pets::train::Checkpoint c;
+    c.path = "dir/ckpt-10.safetensors";
+    c.state = s.to_json();
+    c.tensors = s.tensors();
+    const TrainingState now = TrainingState::from_checkpoint(c);
+    EXPECT_EQ(now.schedule_steps_per_update, world);
+    EXPECT_NO_THROW(pets::train::check_schedule_resumable(c.path, now.world_size,
+                                                          now.schedule_steps_per_update, false));
+    c.state.erase("schedule_steps_per_update");
+    const TrainingState earlier = TrainingState::from_checkpoint(c);
+    EXPECT_EQ(earlier.schedule_steps_per_update, 1);
+    if (world == 1) {
+      EXPECT_NO_THROW(pets::train::check_schedule_resumable(
+          c.path, earlier.world_size, earlier.schedule_steps_per_update, false));
+    } else {
+      try {
+        pets::train::check_schedule_resumable(c.path, earlier.world_size,
+                                              earlier.schedule_steps_per_update, false);
+        ADD_FAILURE() << "an earlier schedule at " << world << " ranks was accepted";
+      } catch (const pets::UsageError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("dir/ckpt-10.safetensors: written by an earlier "
+                                              "pets_train",
+                                              0),
+                  0u)
+            << e.what();
+      }
+    }
+  }
+}
+
+TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
+  TrainingState s = sample(true);
+  std::vector<std::string> keys;
+  const nlohmann::json j = s.to_json();
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"adam_steps", "config", "epoch", "grad_scaler",
+                                            "history", "last_lr", "position", "schedule_steps",
+                                            "schedule_steps_per_update", "steps_per_epoch", "store",
+                                            "world_size"}));
+  EXPECT_EQ(j.at("store"), (nlohmann::json{{"id", "0123456789abcdef0123456789abcdef"},
+                                           {"path", "/data/pets.h5"}}));
+  std::vector<std::string> names;
+  for (const auto& [name, t] : s.tensors()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "model.fc.weight", "model.fc.bias", "model.bn1.running_mean",
+                       "model.bn1.num_batches_tracked", "rank_buffers", "adam.exp_avg.0",
+                       "adam.exp_avg_sq.0", "adam.exp_avg.1", "adam.exp_avg_sq.1"}));
+  // Not fp16, not mid-epoch: neither grad_scaler nor rank_buffers.
+  s.grad_scaler.reset();
+  s.rank_buffers = torch::Tensor();
+  EXPECT_FALSE(s.to_json().contains("grad_scaler"));
+  for (const auto& [name, t] : s.tensors()) EXPECT_NE(name, "rank_buffers");
+}
+
+TEST_F(TrainingStateTest, MissingPartsAreUsageErrorsNamingTheFile) {
+  const TrainingState s = sample(false);
+  const auto refusal = [](const pets::train::Checkpoint& c) -> std::string {
+    try {
+      TrainingState::from_checkpoint(c);
+    } catch (const pets::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  pets::train::Checkpoint base;
+  base.path = "dir/ckpt-10.safetensors";
+  base.state = s.to_json();
+  base.tensors = s.tensors();
+  EXPECT_EQ(refusal(base), "");
+  for (const char* key : {"config", "epoch", "position", "history", "world_size", "last_lr"}) {
+    pets::train::Checkpoint c = base;
+    c.state.erase(key);
+    const std::string message = refusal(c);
+    EXPECT_NE(message.find("dir/ckpt-10.safetensors: bad checkpoint state"), std::string::npos)
+        << key << ": " << message;
+  }
+  pets::train::Checkpoint c = base;
+  c.state["config"]["options"]["epochs"] = 3;  // a number where the text of an option is
+  EXPECT_NE(refusal(c).find("bad checkpoint state"), std::string::npos);
+  c = base;
+  c.tensors.pop_back();  // adam.exp_avg_sq.1
+  EXPECT_EQ(refusal(c), "dir/ckpt-10.safetensors: no tensor 'adam.exp_avg_sq.1'");
+  c = base;
+  c.tensors.emplace_back("stray", torch::zeros({1}));
+  EXPECT_EQ(refusal(c), "dir/ckpt-10.safetensors: unexpected tensor 'stray'");
+  c = base;
+  c.tensors.emplace_back("rank_buffers", torch::zeros({3}, torch::kFloat64));
+  EXPECT_NE(refusal(c).find("not a [ranks, n] float64 tensor"), std::string::npos);
+}
+
+}  // namespace
