@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "loader_measure.hpp"
+#include "pets/train/options/options.hpp"
 #include "pets/util/app.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/memory.hpp"
@@ -52,7 +53,7 @@ int loader_bench_main(int argc, char** argv) {
   std::string check_first_text = "0", verify_ahead_text = lo.verify_ahead ? "1" : "0";
   std::string wait_for_check_text = "0";
   int epochs = 1;
-  int batch = static_cast<int>(lo.batch_size);
+  int batch = pets::train::TrainOptions{}.batch_size;  // pets_train's --batch-size
   po::options_description desc("loader_bench --data FILE [options]");
   desc.add_options()("help,h", "show this help")(
       "data", po::value<std::string>(&lo.path)->required(), "the store")(
@@ -76,13 +77,12 @@ int loader_bench_main(int argc, char** argv) {
       "retain (pets_train's allocator settings) | default (glibc's)");
   po::variables_map vm;
   if (!pets::parse_command_line(argc, argv, desc, vm, "loader_bench")) return 0;  // --help
-  for (const auto& [name, value] :
-       std::vector<std::pair<const char*, int>>{{"--world", lo.world},
-                                                {"--rank", lo.rank},
-                                                {"--epochs", epochs},
-                                                {"--batch", batch},
-                                                {"--image-size", lo.image_size}})
+  for (const auto& [name, value] : std::vector<std::pair<const char*, int>>{
+           {"--world", lo.world}, {"--rank", lo.rank}, {"--epochs", epochs}})
     if (value < 0) usage(std::string(name) + " must not be negative, got " + std::to_string(value));
+  for (const auto& [name, value] : std::vector<std::pair<const char*, int>>{
+           {"--batch", batch}, {"--image-size", lo.image_size}})
+    if (value < 1) usage(std::string(name) + " must be positive, got " + std::to_string(value));
   lo.batch_size = lo.eval_batch_size = batch;
   const std::optional<std::vector<int>> workers = pets::bench::worker_counts(workers_list, 1);
   if (!workers) usage("--workers needs worker counts of at least 1, got '" + workers_list + "'");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Preprocessing at two data-set sizes (issue 15): wall time, images/s per rank, peak resident
+# Preprocessing at two data-set sizes: wall time, images/s per rank, peak resident
 # memory per rank (VmHWM, reported by pets_preprocess under PETS_REPORT_MEMORY=1) and store size,
 # under -np 1 and -np 2, on a synthetic set of BASE images and one FACTOR times larger.
 #

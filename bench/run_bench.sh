@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark harness of issue 6, one command:
+# The benchmark harness (pets_bench), one command:
 #
 #   bench/run_bench.sh [--smoke] [--check] [pets_bench options...]
 #

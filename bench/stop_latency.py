@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How long a stop takes (issue 23): signal -> stop checkpoint on disk, -> stop line, -> launcher exit.
+"""How long a stop takes: signal -> stop checkpoint on disk, -> stop line, -> launcher exit.
 
     bench/stop_latency.py [--tries N] [--batch-size B] [--pause S] [--mpi-preflags "--oversubscribe"]
                           [--work DIR]

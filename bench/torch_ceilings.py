@@ -111,7 +111,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     bf16, fp16 = torch.bfloat16, torch.float16
-    # Name, kind, dtype, compiled: in order of importance (the issue's targets first).
+    # Name, kind, dtype, compiled: in order of importance (device_report.py's targets' first).
     plan = [("step_bf16_compiled", "step", bf16, True), ("forward_bf16_compiled", "forward", bf16, True),
             ("step_bf16_eager", "step", bf16, False), ("step_fp16_eager", "step", fp16, False),
             ("forward_bf16_eager", "forward", bf16, False), ("step_fp16_compiled", "step", fp16, True)]

@@ -43,8 +43,8 @@ check device_uses_input src/train/device/cuda x.cpp '"pets/train/input/device_in
   'src/train/device/cuda/x.cpp (train/device) includes pets/train/input/device_input.hpp'
 check options_uses_report src/train/options x.cpp '"pets/train/report/metrics.hpp"' fail \
   'src/train/options/x.cpp (train/options) includes pets/train/report/metrics.hpp'
-check flat_train_path src/train/run x.cpp '"pets/train/trainer.hpp"' fail \
-  'src/train/run/x.cpp (train/run) includes pets/train/trainer.hpp'
+check flat_train_path src/train/run x.cpp '"pets/train/loop.hpp"' fail \
+  'src/train/run/x.cpp (train/run) includes pets/train/loop.hpp'
 check torch_in_report include/pets/train/report x.hpp '<torch/torch.h>' fail \
   'include/pets/train/report/x.hpp must be LibTorch-free, but include/pets/train/report/x.hpp includes torch/torch.h'
 

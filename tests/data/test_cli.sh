@@ -71,7 +71,7 @@ run_np 2 "$prep" --images imgs --out seed7.h5 --seed 7 --max-side 64 >seed7.log 
 if diff <(h5dump -d /eval/names np1.h5 | tail -n +2) <(h5dump -d /eval/names seed7.h5 | tail -n +2) >/dev/null; then
   fail "--seed did not change the split"
 fi
-# Rounds (issue 15): one image per rank and round writes the same file as one round.
+# Rounds: one image per rank and round writes the same file as one round.
 PETS_REPORT_MEMORY=1 run_np 2 "$prep" --images imgs --out rounds.h5 --max-side 64 --max-memory 1 \
   >rounds.log 2>&1 || { fail "--max-memory 1 run exit $?"; show rounds.log; }
 rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' rounds.log)
@@ -79,7 +79,7 @@ rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' rounds.log)
 diff <(dump_store np1.h5) <(dump_store rounds.h5) >/dev/null ||
   fail "a store written in $rounds rounds differs from one written in one round"
 
-# Labels come from stored images only (issue 16, item 1): broken files never make a class.
+# Labels come from stored images only: broken files never make a class.
 "$synth" --out two --classes 2 --per-class 4 --quirks --seed 1 >/dev/null || fatal "pets_synth (two) exit $?"
 ln -s loopB_1.jpg two/loopA_1.jpg && ln -s loopA_1.jpg two/loopB_1.jpg
 capture two.log run_np 2 "$prep" --images two --out two.h5 --max-side 64
@@ -123,7 +123,7 @@ expect_usage "bad fraction" "--train-fraction" run_np 2 "$prep" --images imgs --
 expect_usage "no folder" "nowhere" run_np 2 "$prep" --images nowhere --out bad.h5
 expect_usage "unwritable out" "no/such/dir" run_np 2 "$prep" --images imgs --out no/such/dir/bad.h5
 expect_usage "nothing usable" "empty" run_np 2 "$prep" --images empty --out bad.h5
-# Nothing usable says why, counted by reason (issue 16, item 10).
+# Nothing usable says why, counted by reason.
 grep -q "2 entries skipped (1 not a .jpg name, 1 not a JPEG, PNG or GIF)" usage.log ||
   { fail "nothing usable: reasons not counted"; show usage.log; }
 expect_usage "--max-pixels 0" "over the pixel limit" run_np 2 "$prep" --images ghost --out bad.h5 --max-pixels 0
@@ -145,7 +145,7 @@ expect_usage "--train-fraction 0.01 on 12 files" "no training image" run_np 2 "$
 # A run killed mid-way leaves nothing at --out (the store is renamed only when complete).
 "$synth" --out many --per-class 12 --seed 3 >/dev/null || fatal "pets_synth (many) exit $?"
 
-# Peak resident memory (VmHWM) bounded by --max-memory (issue 15): 444 images of 200-500 px
+# Peak resident memory (VmHWM) bounded by --max-memory: 444 images of 200-500 px
 # (about 80 MiB decoded per rank under -np 2). The base is a run on 2 images; one round holds
 # everything and must exceed the bound (so the bound is what keeps the other run low).
 # --max-pixels 300000 (all these images are below it) makes a round 4M / 900 KB = 4 images.

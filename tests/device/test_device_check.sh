@@ -12,9 +12,9 @@ src="$1" build="$2"
 enter_workdir "$3"
 
 unshare -m true 2>/dev/null || skip "no mount namespace here (unshare -m needs root)"
-for p in pets_train pets_preprocess pets_synth pets_bench tests/train/device/model_parity_cuda \
-         tests/comm/test_comm_mpi tests/train/input/train_device_input \
-         tests/train/input/device_input_bench tests/train/device/train_batchnorm_cuda \
+for p in pets_train pets_preprocess pets_synth pets_bench device_input_bench \
+         tests/model/model_parity_cuda tests/comm/test_comm_mpi tests/train/input/train_device_input \
+         tests/train/device/train_batchnorm_cuda \
          device_stubs/libcurl.so.4 device_stubs/libcrypto.so.3; do
   [[ -e "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build --target pets_device_bundle)"
 done

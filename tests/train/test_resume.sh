@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume equals uninterrupted (issue 5, item 4): a run interrupted after each epoch in turn and
+# Resume equals uninterrupted: a run interrupted after each epoch in turn and
 # resumed gives bitwise the accuracies and final weights of the uninterrupted run at the same rank
 # count; resumed with another rank count, it continues the schedule as a run at the new count
 # would and reaches a consistent accuracy (tolerance below); a mid-epoch checkpoint is refused at

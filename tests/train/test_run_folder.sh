@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The --out folder and resume's edge cases under mpiexec -n 2 (issue 16, items 2-4):
+# The --out folder and resume's edge cases under mpiexec -n 2:
 #   2. a second run on the folder of a running one is refused at once (exit 2, one line naming the
 #      folder and the holder) and the first finishes unmixed; a new run into a finished run's
 #      folder is refused; --overwrite starts over, removing that run's files and no other;
@@ -57,7 +57,7 @@ check_eq "a finished run resumed prints its final line" "$(cat fin.out)" "$(tail
 grep -q "has finished its 2 epochs" fin.err || { fail "a finished run resumed does not say it is finished"; show fin.err; }
 [ "$(digest run_a)" = "$(digest run_a.copy)" ] || fail "resuming the finished run changed run_a"
 
-# 4e. --resume --out alone (issue 23, item 4): the checkpoint gives --data and every setting.
+# 4e. --resume --out alone: the checkpoint gives --data and every setting.
 run_np 2 "$train" --out run_a --resume > alone.out 2> alone.err ||
   { fail "--resume --out alone exit $?"; show alone.err; }
 check_eq "--resume --out alone prints the final line" "$(cat alone.out)" "$(tail -1 a.out)"

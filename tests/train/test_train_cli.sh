@@ -81,7 +81,7 @@ wait "$np_pid"; status=$?
 grep -q "continue with --resume" c1.err || fail "no stop notice"
 resume_matches_uninterrupted c "after a stop by SIGUSR1"
 
-# 3c. Signals keep coming while the ranks agree, checkpoint and exit (issue 5, item 5): SIGUSR1 to
+# 3c. Signals keep coming while the ranks agree, checkpoint and exit: SIGUSR1 to
 #     mpiexec once (forwarded to every rank), then SIGUSR1 and SIGTERM straight to the ranks every
 #     20 ms until the job ends, so that some arrive while rank 0 writes the checkpoint. Same outcome
 #     as one signal: exit 75, and the checkpoint resumes to the uninterrupted run's accuracies and

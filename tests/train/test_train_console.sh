@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# What a user of pets_train sees around the training itself (issue 16, items 5-12; issue 23,
-# item 5):
+# What a user of pets_train sees around the training itself:
 #  - one start-up line on stderr before the first step: ranks and hosts, device, threads,
 #    precision, BN mode, input path, --data and its store_id, the images of each split, steps per
 #    epoch, epochs, --out;

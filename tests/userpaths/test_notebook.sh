@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # userpaths_notebook: jobs/pets_train.ipynb, headless, where Slurm's client is installed but no
-# controller answers (issue 16, item 16): the notebook must launch with mpirun, not fail on srun;
+# controller answers: the notebook must launch with mpirun, not fail on srun;
 # run again with another epoch count it must train that run (not fail on the first run's
 # checkpoint) and plot it; run again with the first epoch count it keeps its promise that
-# "running this cell again continues" (issue 16, items 2-4): the finished run prints its final
+# "running this cell again continues": the finished run prints its final
 # line (the store reused, so the checkpoint's store is the one given). PETS_LAUNCHER=bogus must
 # be refused by the first cell. Jupyter's interrupt during training (notebook_interrupt.py) stops
 # the job through a checkpoint, and the cell run again resumes there.

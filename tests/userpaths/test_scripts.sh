@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# userpaths_scripts: the helper scripts a user meets first (issue 16, items 13-15).
+# userpaths_scripts: the helper scripts a user meets first.
 #   pets_demo.sh: extra arguments override the script's own (--epochs, --out); PETS_PER_CLASS
 #                 remakes an image folder written with another size; run again it starts its
-#                 folder over on the same store, and --resume continues (items 2-4).
+#                 folder over on the same store, and --resume continues.
 #   fetch_weights.sh: writes the file it tells the user to pass to --pretrained, the one README
 #                 names; offline it names the URL and the file to copy by hand.
 #   interactive.sh --help: usage, status 0, nothing asked of Slurm.
@@ -79,7 +79,7 @@ images3=$(find demo/images -name '*.jpg' | wc -l)
 [ -s demo/other/metrics.jsonl ] || fail "pets_demo.sh --out: nothing in demo/other"
 check_eq "pets_demo.sh --out DIR --epochs 1: lines in DIR/metrics.jsonl" "$(wc -l <demo/other/metrics.jsonl 2>/dev/null)" 1
 pass "pets_demo.sh takes --epochs and --out over its own, and PETS_PER_CLASS remakes the images"
-# Run again into its own folder (issue 16, items 2-4): it starts it over (--overwrite) and keeps
+# Run again into its own folder: it starts it over (--overwrite) and keeps
 # the store while the images are the same; told --resume, it continues that run on that store
 # (finished: its final line again).
 store_time=$(stat -c %Y demo/pets.h5)

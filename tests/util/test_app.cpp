@@ -1,5 +1,5 @@
-// The checks of paths named by options (issue 16, items 6-9) and Slurm's one-rank guard (item
-// 10), as the programs run them at start.
+// The checks of paths named by options and Slurm's one-rank guard, as the programs run them at
+// start.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Threads per rank: the cores of the affinity mask, shared when unbound ranks see every core,
-// and a request above the cores capped with a warning (issue 16, item 11).
+// and a request above the cores capped with a warning.
 #include <gtest/gtest.h>
 
 #include "pets/util/threads.hpp"

@@ -3,7 +3,7 @@
 /// Counts the ATen operators one thread runs (LibTorch's RecordFunction observers, the
 /// profiler's source): for the device input path, how many calls, hence on a GPU how many
 /// kernel launches at most, one batch takes. Used by tests/train/input/test_device_input.cpp and
-/// bench/device_input_bench.cpp.
+/// bench/device_input_bench/resize.cpp.
 
 #include <ATen/record_function.h>
 

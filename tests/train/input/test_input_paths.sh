@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --input device against --input cpu on the CPU device (issue 13): the same short training run
+# --input device against --input cpu on the CPU device: the same short training run
 # (2 ranks, 2 epochs, random backbone) on each path. The device path resizes and normalises the
 # staged crops with LibTorch's antialiased kernel; its images differ from the CPU loader's only by
 # rounding (pets/train/input/device_input.hpp: at most 1.5e-4, about 1 % of a grey level), so the runs

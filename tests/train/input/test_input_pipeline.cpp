@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../data/data_test_util.hpp"
+#include "data/data_test_util.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/input/device_input.hpp"
 #include "pets/train/input/input_pipeline.hpp"

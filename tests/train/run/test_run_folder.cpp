@@ -1,7 +1,7 @@
-// The --out folder of a run (issue 16, item 2): one run at a time, a second refused naming the
-// folder and the holder; no new run mixed into an earlier one's files without --resume or
-// --overwrite, and --overwrite removes only pets_train's own files; --resume where there is
-// nothing to resume refused (item 4), --resume=auto starting afresh only where there is no run.
+// The --out folder of a run: one run at a time, a second refused naming the folder and the
+// holder; no new run mixed into an earlier one's files without --resume or --overwrite, and
+// --overwrite removes only pets_train's own files; --resume where there is nothing to resume
+// refused, --resume=auto starting afresh only where there is no run.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

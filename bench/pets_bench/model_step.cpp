@@ -1,0 +1,130 @@
+/// \file
+/// pets_bench section 3: pets_train's training step alone, per precision, as images/s and as a
+/// fraction of the roofline, and what a step adds on several ranks under --bn-mode train.
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "harness.hpp"
+#include "pets/data/loader.hpp"
+#include "pets/model/folded.hpp"
+#include "pets/train/device/cuda_parts.hpp"
+#include "pets/train/options/options.hpp"
+#include "pets/train/run/backend.hpp"
+#include "pets/train/step/batchnorm_sync.hpp"
+#include "pets/train/step/train_step.hpp"
+#include "pets/util/error.hpp"
+
+namespace pets::bench {
+namespace {
+
+pets::train::MixedPrecision mixed_precision_of(const std::string& precision) {
+  if (precision == "bf16") return pets::train::MixedPrecision::kBf16;
+  if (precision == "fp16") return pets::train::MixedPrecision::kFp16;
+  return pets::train::MixedPrecision::kNo;
+}
+
+}  // namespace
+
+/// pets_train's step itself: pets::train::TrainStep on the backend make_backend makes for
+/// `--device` and `--mixed-precision` (its device, its communicator, its autocast and fp16's
+/// loss scaling), one rank of `mpi`, on a batch already on the device. Everything of a step but
+/// the loader: the backbone's forward, the head and the loss, backward, the allreduce, Adam.
+json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop, const json& roof,
+                const pets::comm::MpiComm& mpi) {
+  pets::train::TrainOptions options;
+  options.device = on_cuda(c) ? pets::train::DeviceChoice::kCuda : pets::train::DeviceChoice::kCpu;
+  const c10::Device device = pets::train::pick_device(options.device, mpi.local_rank());
+  model->freeze_backbone();
+  model->to(device);
+  model->to_channels_last();
+  model->set_backbone_training(c.bn_mode == "train");
+  // --bn-mode eval: the folded backbone, as pets_train runs it.
+  std::optional<pets::model::FoldedBackbone> folded;
+  if (c.bn_mode == "eval") folded.emplace(*model);
+  // NHWC as the loader delivers it, seen as a channels-last NCHW tensor (the trainer's
+  // batch_images): the model takes it as it is, no conversion.
+  const auto pixels =
+      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
+  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
+  pets::data::Batch batch;
+  batch.n = c.batch;
+  batch.h = batch.w = c.image_size;
+  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
+  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+  json out = {{"step",
+               "pets::train::TrainStep on make_backend's device, communicator and "
+               "precision, one rank"},
+              {"device", c.device},
+              {"batch", c.batch},
+              {"image_size", c.image_size},
+              {"bn_mode", c.bn_mode},
+              {"folded_batchnorm", folded.has_value()},
+              {"threads", torch::get_num_threads()}};
+  for (const std::string& precision : precisions(c)) {
+    options.mixed_precision = mixed_precision_of(precision);
+    const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
+    PETS_CHECK(backend->device() == device, "model step: the backend chose another device");
+    pets::train::OneCycleOptions schedule;
+    schedule.total_steps = int64_t{1} << 40;  // never reached: the steps are timed, not counted
+    pets::train::TrainStep train_step(*model, backend->device_comm(), schedule,
+                                      backend->step_settings());
+    int64_t skipped = 0;
+    auto step = [&] {
+      // The step's read of its totals waits for the device: its time includes all of its work.
+      const pets::train::StepResult result = train_step.run(
+          batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
+      PETS_CHECK(std::isfinite(result.loss_sum), "model step: non-finite loss");
+      skipped += result.skipped ? 1 : 0;
+    };
+    const auto times = time_calls(step, c.warmup, c.min_iters, c.min_seconds);
+    const double per_step = mean(times);
+    const double ips = c.batch / per_step;
+    const double roof_gflops = roof.at(precision).at("gflops").get<double>();
+    out[precision] = {
+        {"images_per_s", ips},
+        {"seconds_per_step", per_step},
+        {"best_images_per_s", c.batch / *std::min_element(times.begin(), times.end())},
+        {"steps", times.size()},
+        {"achieved_gflops", ips * step_gflop},
+        {"roofline_images_per_s", roof_gflops / step_gflop},
+        {"roofline_fraction", ips * step_gflop / roof_gflops}};
+    // How often one step makes the host wait for the GPU (each wait idles it while the host
+    // queues the next work): 1 in fp32 and bf16, 2 in fp16, as test_step_waits.cpp holds it.
+    if (const pets::train::CudaParts* cuda = pets::train::cuda_parts(); cuda && device.is_cuda())
+      out[precision]["device_waits_per_step"] = cuda->device_waits(step);
+    if (const pets::train::GradScaler* scaler = train_step.scaler()) {
+      out[precision]["loss_scale"] = scaler->scale();
+      out[precision]["skipped_steps"] = skipped;
+    }
+  }
+  // What each step adds on several ranks under --bn-mode train: this rank's BatchNorm statistics
+  // packed into one float64 row for the step's allreduce (BatchNormSync::rank_row: one copy per
+  // kind of buffer), against the packing a checkpoint's gather uses (rank_buffer_row: one cast
+  // per buffer). Microseconds per call, the device's work included.
+  {
+    options.mixed_precision = pets::train::MixedPrecision::kNo;
+    const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
+    const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
+    const auto per_call_us = [&](const std::function<at::Tensor()>& pack) {
+      const auto call = [&] {
+        const at::Tensor row = pack();
+        if (device.is_cuda()) torch::cuda::synchronize();
+        PETS_CHECK(row.numel() > 0, "model step: no BatchNorm statistics");
+      };
+      return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+    };
+    out["rank_state_us"] = {
+        {"per_kind", per_call_us([&] { return batchnorm.rank_row(); })},
+        {"per_buffer", per_call_us([&] { return pets::train::rank_buffer_row(*model); })}};
+  }
+  return out;
+}
+
+}  // namespace pets::bench
