@@ -11,7 +11,7 @@
 # src/train/<sub>, tests/train/<sub>), layered as
 #
 #   train/options  <  train/report  <  train/state  <  train/step  <  train/run
-#   train/device  <  train/input  <  train/step
+#   train/device  <  train/input  <  train/step            train/options  <  train/input
 #
 # An area's headers (include/pets/<area>) and sources (src/<area>) include only pets/<area>/ and
 # the pets/<used>/ headers below; its library links only those areas' libraries.
@@ -36,7 +36,7 @@ set(PETS_USES_train/state util compat comm data model train/options train/report
 # train/device: the CUDA seam (cuda_parts.hpp; cuda/ or cuda_absent.cpp) and what it hands over.
 set(PETS_USES_train/device util compat comm)
 # train/input: the input pipeline, device input, batched resize, resident images, batch tensors.
-set(PETS_USES_train/input util compat data train/device)
+set(PETS_USES_train/input util compat comm data train/options train/device)
 # train/step: the step, the forward passes, Adam, OneCycle, gradient scaling, BatchNorm sync,
 # evaluation, rank verification.
 set(PETS_USES_train/step util compat comm data model train/options train/report train/state

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA build (PETS_TORCH_CUDA and NCCL on) really contains its GPU code: the NCCL collectives
-# and CUDA stream calls of the comm and train archives are referenced, and pets_train links them
-# (its dynamic symbol table needs them from libnccl, libcudart and LibTorch's CUDA library).
+# and CUDA stream calls of the comm and train/device archives are referenced, and pets_train links
+# them (its dynamic symbol table needs them from libnccl, libcudart and LibTorch's CUDA library).
 # Without the CUDA paths these files compile to nothing and every check below fails.
 #
 #   test_cuda_symbols.sh BUILD_DIR NM   (BUILD_DIR holds pets_train and pets_layers.cmake)
@@ -34,7 +34,7 @@ expect_symbols() {
 
 comm_core=$(archive pets_comm_core)
 comm=$(archive pets_comm)
-train=$(archive pets_training)
+train=$(archive pets_train_device)
 [ -n "$comm_core" ] && [ -n "$comm" ] && [ -n "$train" ] ||
   fatal "no archives named in $build/pets_layers.cmake"
 
@@ -48,7 +48,7 @@ expect_symbols "NCCL and CUDA stream calls of $(basename "$comm")" --undefined-o
   c10::cuda::getCurrentCUDAStream
 expect_symbols "NCCL communicator in $(basename "$comm")" --defined-only "$comm" \
   pets::comm::make_nccl_communicator
-# The device input (train): uploads on a stream of its own, ordered by CUDA events.
+# The device input (train/device): uploads on a stream of its own, ordered by CUDA events.
 expect_symbols "CUDA stream calls of $(basename "$train")" --undefined-only "$train" \
   c10::cuda::getStreamFromPool c10::cuda::getCurrentCUDAStream cudaEventRecord cudaStreamWaitEvent
 

@@ -7,10 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include "pets/comm/communicator.hpp"
+#include "pets/comm/program.hpp"
+#include "pets/train/device/cuda_parts.hpp"
+#include "pets/train/device/device_name.hpp"
 #include "pets/train/input/batch_tensors.hpp"
 #include "pets/train/input/device_input.hpp"
 #include "pets/train/input/resident_images.hpp"
 #include "pets/util/error.hpp"
+#include "pets/util/number_text.hpp"
 
 namespace pets::train {
 
@@ -142,6 +147,72 @@ at::Tensor InputPipeline::images(data::Batch& batch) {
                  " asked for, the current batch is step " + std::to_string(current_step_));
   if (!input_) return batch_images(batch, device_);
   return current_images_;
+}
+
+bool use_device_input(InputChoice choice, const c10::Device& device) {
+  return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
+}
+
+bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes) {
+  return free_bytes >= 0 && store_bytes <= free_bytes / 2;
+}
+
+namespace {
+
+/// "--resident on: ... do not fit ..." for a store of `store_bytes`; `free` as memory_text.
+std::string resident_refusal(ResidentChoice resident, const c10::Device& device,
+                             std::int64_t store_bytes, const std::string& free) {
+  return "--resident " + to_string(resident) + ": the store's images (" +
+         byte_size_text(store_bytes) + ") do not fit in the memory of " + device_with_name(device) +
+         (free.empty() ? "" : " with " + free) +
+         ", of which at most half is given to them (the rest is the step's); use --resident off "
+         "to stream them from the host";
+}
+
+/// Whether a store of `store_bytes` is held on `device` (collective over `host`).
+bool hold_resident(const c10::Device& device, bool device_input, ResidentChoice resident,
+                   comm::Communicator& host, std::int64_t store_bytes) {
+  // Every rank takes part, whatever it wants, so that the collectives match.
+  bool fits = device_input && resident != ResidentChoice::kOff;
+  std::string free;
+  if (fits && device.is_cuda()) {
+    fits = resident_fits(store_bytes, cuda_parts()->free_memory(device.index()));
+    free = cuda_parts()->memory_text(device.index());
+  } else if (resident == ResidentChoice::kAuto) {
+    fits = false;  // auto holds them on CUDA only
+  }
+  if (resident == ResidentChoice::kOn) {
+    agree_on_usage([&] {
+      if (!fits) throw UsageError(resident_refusal(resident, device, store_bytes, free));
+    });
+    return true;
+  }
+  return host.sum_counter(fits ? 1 : 0) == host.size();
+}
+
+}  // namespace
+
+std::unique_ptr<InputPipeline> make_input_pipeline(data::Loader& loader, const c10::Device& device,
+                                                   bool device_input, ResidentChoice resident,
+                                                   comm::Communicator& host) {
+  std::unique_ptr<DeviceInput> input;
+  std::unique_ptr<ResidentImages> images;
+  if (device_input) input = std::make_unique<DeviceInput>(device, loader.options().image_size);
+  const std::int64_t store_bytes = ResidentImages::bytes_of(loader.store());
+  if (resident != ResidentChoice::kOff &&
+      hold_resident(device, device_input, resident, host, store_bytes)) {
+    images = agree_on_usage([&] {
+      try {
+        return std::make_unique<ResidentImages>(loader.store(), device, loader.options().workers);
+      } catch (const c10::OutOfMemoryError&) {
+        throw UsageError(
+            resident_refusal(resident, device, store_bytes,
+                             device.is_cuda() ? cuda_parts()->memory_text(device.index()) : ""));
+      }
+    });
+    loader.set_output(data::LoaderOutput::kBoxes);
+  }
+  return std::make_unique<InputPipeline>(loader, device, std::move(input), std::move(images));
 }
 
 }  // namespace pets::train

@@ -6,14 +6,11 @@
 #include <regex>
 
 #include "pets/comm/mpi_comm.hpp"
-#include "pets/comm/program.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/device/cuda_parts.hpp"
-#include "pets/train/input/device_input.hpp"
+#include "pets/train/device/device_name.hpp"
 #include "pets/train/input/input_pipeline.hpp"
-#include "pets/train/input/resident_images.hpp"
 #include "pets/util/error.hpp"
-#include "pets/util/number_text.hpp"
 
 namespace pets::train {
 namespace {
@@ -58,14 +55,6 @@ void use_deterministic_algorithms() {
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 }
 
-bool use_device_input(InputChoice choice, const c10::Device& device) {
-  return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
-}
-
-bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes) {
-  return free_bytes >= 0 && store_bytes <= free_bytes / 2;
-}
-
 std::optional<c10::ScalarType> autocast_dtype(MixedPrecision precision) {
   switch (precision) {
     case MixedPrecision::kNo:
@@ -86,7 +75,6 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
       // fp16 only: bf16 has fp32's range and needs no loss scaling.
       loss_scaling_(options.mixed_precision == MixedPrecision::kFp16),
       device_input_(false),
-      resident_(options.resident),
       deterministic_(options.deterministic),
       warm_up_(!switches.no_warm_up) {
   if (deterministic_) use_deterministic_algorithms();
@@ -105,7 +93,7 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
   }
   device_input_ = use_device_input(options.input, device_);
   // --input cpu with --resident on is refused with the options; here --input auto on the CPU.
-  if (resident_ == ResidentChoice::kOn && !device_input_)
+  if (options.resident == ResidentChoice::kOn && !device_input_)
     usage("--resident on holds the images for the device input path, which --input " +
           to_string(options.input) + " does not take on " + device_.str() +
           "; use --input device or --resident off");
@@ -128,62 +116,6 @@ StepSettings Backend::step_settings() const {
 
 void Backend::configure_loader(data::LoaderOptions& options) const {
   train::configure_loader(options, device_input_, pinned_for(device_));
-}
-
-std::unique_ptr<InputPipeline> Backend::input_pipeline(data::Loader& loader) {
-  std::unique_ptr<DeviceInput> input;
-  std::unique_ptr<ResidentImages> resident;
-  if (device_input_) input = std::make_unique<DeviceInput>(device_, loader.options().image_size);
-  const std::int64_t store_bytes = ResidentImages::bytes_of(loader.store());
-  if (resident_ != ResidentChoice::kOff && hold_resident(store_bytes)) {
-    resident = agree_on_usage([&] {
-      try {
-        return std::make_unique<ResidentImages>(loader.store(), device_, loader.options().workers);
-      } catch (const c10::OutOfMemoryError&) {
-        throw UsageError(resident_refusal(
-            store_bytes, device_.is_cuda() ? cuda_parts()->memory_text(device_.index()) : ""));
-      }
-    });
-    loader.set_output(data::LoaderOutput::kBoxes);
-  }
-  return std::make_unique<InputPipeline>(loader, device_, std::move(input), std::move(resident));
-}
-
-bool Backend::hold_resident(std::int64_t store_bytes) {
-  // Every rank takes part, whatever it wants, so that the collectives match.
-  bool fits = device_input_ && resident_ != ResidentChoice::kOff;
-  std::string free;
-  if (fits && device_.is_cuda()) {
-    fits = resident_fits(store_bytes, cuda_parts()->free_memory(device_.index()));
-    free = cuda_parts()->memory_text(device_.index());
-  } else if (resident_ == ResidentChoice::kAuto) {
-    fits = false;  // auto holds them on CUDA only
-  }
-  if (resident_ == ResidentChoice::kOn) {
-    agree_on_usage([&] {
-      if (!fits) throw UsageError(resident_refusal(store_bytes, free));
-    });
-    return true;
-  }
-  return host_.sum_counter(fits ? 1 : 0) == host_.size();
-}
-
-std::string Backend::device_with_name() const {
-  std::string where = device_.str();
-  if (device_.is_cuda()) {
-    const std::string name = cuda_parts()->device_name(device_.index());
-    if (!name.empty()) where += " (" + name + ")";
-  }
-  return where;
-}
-
-std::string Backend::resident_refusal(std::int64_t store_bytes, const std::string& free) const {
-  const std::string where = device_with_name();
-  return "--resident " + to_string(resident_) + ": the store's images (" +
-         byte_size_text(store_bytes) + ") do not fit in the memory of " + where +
-         (free.empty() ? "" : " with " + free) +
-         ", of which at most half is given to them (the rest is the step's); use --resident off "
-         "to stream them from the host";
 }
 
 void Backend::warm_up(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
@@ -217,9 +149,8 @@ std::vector<std::string> Backend::notices() const {
 
 std::string Backend::out_of_memory_text(const std::string& option, long long value,
                                         const std::string& report) const {
-  const std::string where = device_with_name();
-  std::string text =
-      "--" + option + " " + std::to_string(value) + " does not fit in the memory of " + where;
+  std::string text = "--" + option + " " + std::to_string(value) +
+                     " does not fit in the memory of " + device_with_name(device_);
   static const std::regex asked("Tried to allocate ([0-9.]+ ?[KMGT]?i?B)");
   std::smatch m;
   if (std::regex_search(report, m, asked)) text += ": " + m[1].str() + " more were asked for";

@@ -46,7 +46,10 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
 
 RunData::~RunData() = default;
 
-void RunData::start_input(Backend& backend) { input = backend.input_pipeline(*loader); }
+void RunData::start_input(Backend& backend, ResidentChoice resident) {
+  input = make_input_pipeline(*loader, backend.device(), backend.device_input(), resident,
+                              backend.host_comm());
+}
 
 RunShape RunData::shape(const TrainOptions& options, int world) const {
   return {RunConfig::of(options, labels),

@@ -117,7 +117,7 @@ void Trainer::setup() {
   torch::manual_seed(options_.seed);
   data_ = std::make_unique<RunData>(options_, mpi_, *backend_, threads.threads, log_);
   model_ = make_run_model(options_, data_->loader->num_classes(), *backend_, log_);
-  data_->start_input(*backend_);
+  data_->start_input(*backend_, options_.resident);
   batchnorm_ = std::make_unique<BatchNormSync>(*model_, mpi_, backend_->device_comm(),
                                                options_.bn_mode == BnMode::kTrain);
   StepSettings settings = backend_->step_settings();

@@ -13,8 +13,8 @@
 # says which path ran. --resident on without the device input path, or an unknown value, is a
 # usage error (exit 2).
 # usage: test_input_paths.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
-# shellcheck source=../train/script_common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../train/script_common.sh"
+# shellcheck source=../script_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../script_common.sh"
 "$synth" --out images --classes 3 --per-class 10 --seed 3 > /dev/null || fatal "pets_synth exit $?"
 run_np 2 "$preprocess" --images images --out pets.h5 > /dev/null || fatal "pets_preprocess exit $?"
 common=(--data pets.h5 --epochs 2 --batch-size 4 --eval-batch-size 8)

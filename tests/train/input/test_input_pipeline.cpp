@@ -18,7 +18,6 @@
 #include "pets/train/input/device_input.hpp"
 #include "pets/train/input/input_pipeline.hpp"
 #include "pets/train/input/resident_images.hpp"
-#include "pets/train/run/backend.hpp"
 #include "pets/util/error.hpp"
 
 using pets::data::Loader;

@@ -3,8 +3,8 @@
 # Runs options_check under LAUNCHER (mpiexec -n 2 ...) with the command line of CASE and checks
 # the exit status, the number of "error:" lines, the text, the time taken, and that Open MPI
 # printed no abnormal-termination report where the program should end cleanly.
-# shellcheck source=../lib/testlib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
+# shellcheck source=../../lib/testlib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib/testlib.sh"
 [ $# -ge 4 ] || fatal "usage: check_cli.sh CASE OPTIONS_CHECK WORKDIR LAUNCHER..."
 case_name=$1 bin=$2
 launcher=("${@:4}")

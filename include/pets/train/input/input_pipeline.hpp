@@ -21,6 +21,11 @@
 #include <optional>
 
 #include "pets/data/loader.hpp"
+#include "pets/train/options/options.hpp"
+
+namespace pets::comm {
+class Communicator;
+}
 
 namespace pets::train {
 
@@ -83,5 +88,25 @@ class InputPipeline {
   std::int64_t current_step_ = -1;
   double upload_seconds_ = 0.0;
 };
+
+/// Whether `choice` takes the device input path for a model on `device`: `device` always, `auto`
+/// on CUDA only, `cpu` never.
+bool use_device_input(InputChoice choice, const c10::Device& device);
+
+/// --resident auto's rule: a store of `store_bytes` is held on a device with `free_bytes` free
+/// (after the model is there; -1: unknown) when it takes at most half of them. The other half is
+/// the step's margin: its activations, gradients and the allocator's cache grow after start-up.
+bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes);
+
+/// The run's batches from `loader` (configured by configure_loader for `device_input`), with
+/// their images on `device`. Call once the model is on the device: on the device input path it
+/// decides here (`resident`) whether every image of the store is held on the device
+/// (ResidentImages), then reads them all and switches the loader to boxes only; auto holds them
+/// on CUDA when resident_fits on every rank. Collective over `host` (every rank holds its own
+/// copy). Throws pets::UsageError on every rank when `--resident on` does not fit on one, or when
+/// a read of the store finds damaged pixels.
+std::unique_ptr<InputPipeline> make_input_pipeline(data::Loader& loader, const c10::Device& device,
+                                                   bool device_input, ResidentChoice resident,
+                                                   comm::Communicator& host);
 
 }  // namespace pets::train

@@ -31,8 +31,8 @@ enum class ResumeMode {
 enum class InputChoice { kAuto, kCpu, kDevice };
 /// On the device input path, whether every image of the store is held in the device's memory
 /// (pets/train/input/resident_images.hpp), so that the loader stages no pixels: on; off (each
-/// batch's crops staged and uploaded); auto: on when the device is CUDA and the store takes at most
-/// half of its free memory once the model is on it (Backend::input_pipeline).
+/// batch's crops staged and uploaded); auto: on CUDA when the store fits (resident_fits,
+/// pets/train/input/input_pipeline.hpp).
 enum class ResidentChoice { kAuto, kOn, kOff };
 
 /// The keys of the batch-size options, which the run's messages also name ("--batch-size 4096

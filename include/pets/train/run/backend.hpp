@@ -25,13 +25,10 @@
 #include "pets/util/error.hpp"
 
 namespace pets::data {
-class Loader;
 struct LoaderOptions;
 }  // namespace pets::data
 
 namespace pets::train {
-
-class InputPipeline;
 
 /// The checks that need to know the machine: `--device cuda` or `--mixed-precision fp16` when
 /// no CUDA device can be used (fp16 with `--device cpu` included), given the CUDA devices found
@@ -43,15 +40,6 @@ c10::Device pick_device(DeviceChoice choice, int local_rank, int cuda_device_cou
 /// The same with this process's CUDA devices, for a program whose only device option is --device
 /// (pets_predict): `--device cuda` without one throws pets::UsageError, as check_devices does.
 c10::Device pick_device(DeviceChoice choice, int local_rank);
-
-/// Whether `choice` takes the device input path for a model on `device`: `device` always, `auto`
-/// on CUDA only, `cpu` never.
-bool use_device_input(InputChoice choice, const c10::Device& device);
-
-/// --resident auto's rule: a store of `store_bytes` is held on a device with `free_bytes` free
-/// (after the model is there; -1: unknown) when it takes at most half of them. The other half is
-/// the step's margin: its activations, gradients and the allocator's cache grow after start-up.
-bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes);
 
 /// --deterministic: LibTorch's deterministic algorithms only (an operator without one is refused
 /// with LibTorch's error), cuDNN's deterministic ones without autotuning, cuBLAS's fixed workspace
@@ -86,14 +74,6 @@ class Backend {
   bool device_input() const { return device_input_; }
   /// Sets the loader's output for the input path; call before the Loader is made.
   void configure_loader(data::LoaderOptions& options) const;
-  /// The run's batches from `loader` (made from options configure_loader set), with their images
-  /// on device(). Call once the model is on the device: on the device input path it decides here
-  /// (--resident) whether every image of the store is held on the device (ResidentImages), then
-  /// reads them all and switches the loader to boxes only; auto holds them on CUDA when
-  /// resident_fits on every rank. Collective over host_comm() (every rank holds its own copy).
-  /// Throws pets::UsageError on every rank when `--resident on` does not fit on one, or when a
-  /// read of the store finds damaged pixels.
-  std::unique_ptr<InputPipeline> input_pipeline(data::Loader& loader);
 
   /// Whether warm_up() runs: on a GPU, unless PETS_NO_WARM_UP. On the CPU first calls set up
   /// little against a step's seconds.
@@ -131,20 +111,12 @@ class Backend {
                                                const DebugSwitches& switches);
   Backend(const TrainOptions& options, const comm::MpiComm& mpi, const DebugSwitches& switches);
 
-  /// Whether a store of `store_bytes` is held on the device (--resident; see input_pipeline).
-  bool hold_resident(std::int64_t store_bytes);
-  /// "cuda:0 (NVIDIA H200)": the device and, on CUDA, the GPU's name when the driver says it.
-  std::string device_with_name() const;
-  /// "--resident on: ... do not fit ..." for a store of `store_bytes`; `free` as memory_text.
-  std::string resident_refusal(std::int64_t store_bytes, const std::string& free) const;
-
   c10::Device device_;
   comm::MpiCommunicator host_;
   std::unique_ptr<comm::Communicator> device_comm_;  ///< null: host_
   BackboneForward forward_;
   bool loss_scaling_;
   bool device_input_;
-  ResidentChoice resident_;
   bool deterministic_;
   bool warm_up_;  ///< on a GPU, unless PETS_NO_WARM_UP
 };

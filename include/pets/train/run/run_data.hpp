@@ -37,9 +37,10 @@ struct RunData {
   RunData(const RunData&) = delete;
   RunData& operator=(const RunData&) = delete;
 
-  /// Makes `input` from the loader (Backend::input_pipeline): once the model is on the device,
-  /// whose free memory decides whether the store's images are held there. Collective.
-  void start_input(Backend& backend);
+  /// Makes `input` from the loader (make_input_pipeline) on `backend`'s device, with --resident
+  /// `resident`: once the model is on the device, whose free memory decides whether the store's
+  /// images are held there. Collective.
+  void start_input(Backend& backend, ResidentChoice resident);
 
   std::unique_ptr<data::Loader> loader;
   std::unique_ptr<InputPipeline> input;  ///< null until start_input
