@@ -2,18 +2,32 @@
 # A throw-away Slurm cluster on this machine, everything under one folder DIR (nothing is written
 # outside it but the namespaces, links and bridge of a multi-host cluster, all named after DIR).
 #
-#   test_cluster.sh start DIR [--hosts N]   N = 0 (default): one node, the machine itself, on
-#                 the loopback. N >= 1: N compute hosts n1..nN, each in its own network, UTS and
-#                 mount namespace (hostname nI, address .I of a private /24 on a bridge this
-#                 script creates, loopback up), slurmctld on host "ctl" in its own namespaces;
-#                 this machine joins the bridge as the login host (.254) where sbatch, squeue, ...
-#                 run. Starts munged, slurmctld and one slurmd per host, waits until every node is
-#                 idle, records the daemons' pids in DIR/pids and the namespaces in DIR/net.
+#   test_cluster.sh start DIR [--hosts N] [--link RATE] [--delay MS]
+#                 N = 0 (default): one node, the machine itself, on the loopback. N >= 1: N
+#                 compute hosts n1..nN, each in its own network, UTS and mount namespace
+#                 (hostname nI, address .I of a private /24 on a bridge this script creates,
+#                 loopback up), slurmctld on host "ctl" in its own namespaces; this machine joins
+#                 the bridge as the login host (.254) where sbatch, squeue, ... run. Starts munged,
+#                 slurmctld and one slurmd per host, waits until every node is idle, records the
+#                 daemons' pids in DIR/pids and the namespaces in DIR/net.
+#                 --link RATE (N >= 1; tc's units: 100mbit, 1gbit, 10gbit, 50mbps): every compute
+#                 host's link becomes a full-duplex port of RATE, a tbf qdisc on both ends of its
+#                 veth pair (the namespace's eth0 shapes what the host sends, the bridge's end what
+#                 it receives; burst 1 ms at RATE, at least 32 KiB; a queue of 10 ms at RATE, at
+#                 least 1 MiB, so that TCP is not dropped into retransmissions), so that
+#                 traffic between hosts, MPI's included, is rate-limited; ranks on one host talk
+#                 through shared memory, unshaped. ctl's link is left unshaped (Slurm's messages).
+#                 The shaping is recorded in DIR/link; `status` shows it with each end's counters.
+#                 --delay MS adds MS to every packet a compute host sends (host to host: MS one
+#                 way, 2 MS round trip). Delay needs tc's netem qdisc (sch_netem); where the kernel
+#                 lacks it (as on many container hosts) no delay can be emulated, only the rate,
+#                 and --delay fails with exit 2.
 #   test_cluster.sh stop DIR                 cancels every job, stops the recorded daemons (TERM,
 #                 then KILL), kills what is left in the hosts' namespaces, removes every namespace,
-#                 link and the bridge. Also runs when start fails.
+#                 link (with its shaping) and the bridge. Also runs when start fails.
 #   test_cluster.sh env DIR                  the exports a client needs (SLURM_CONF)
-#   test_cluster.sh status DIR               sinfo, and each host's address and daemons
+#   test_cluster.sh status DIR               sinfo, each host's address and daemons, the links'
+#                 shaping and their qdiscs' counters (bytes sent, drops, overlimits)
 #   test_cluster.sh exec DIR HOST CMD...     runs CMD on HOST (its network, hostname and mounts)
 #   test_cluster.sh kill-host DIR HOST       a power loss of HOST: its link goes down, then every
 #                 process in its namespaces is killed (SIGKILL); Slurm notices within SlurmdTimeout
@@ -25,7 +39,8 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: test_cluster.sh start DIR [--hosts N] | stop DIR | env DIR | status DIR |" \
+  echo "usage: test_cluster.sh start DIR [--hosts N] [--link RATE] [--delay MS] | stop DIR |" \
+    "env DIR | status DIR |" \
     "exec DIR HOST CMD... | kill-host DIR HOST | start-host DIR HOST" >&2
   exit 2
 }
@@ -38,6 +53,7 @@ dir=$(cd "$dir" && pwd)
 conf=$dir/etc/slurm.conf
 pids=$dir/pids
 net=$dir/net
+link=$dir/link
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 log() { echo "test_cluster.sh: $*" >&2; }
@@ -116,6 +132,8 @@ remove_network() {
   done <"$net"
   log "removed $(grep -c '^netns ' "$net" || true) namespaces and the bridge $bridge"
   mv "$net" "$net.removed"
+  # The qdiscs went with the links.
+  if [ -f "$link" ]; then mv "$link" "$link.removed"; fi
 }
 
 print_env() {
@@ -345,6 +363,88 @@ add_host_network() {
     "ip link set lo up && ip link set eth0 up && ip addr add $addr/24 dev eth0"
 }
 
+# ---- start: shaped links -------------------------------------------------------------------------
+# What --link and --delay asked for (start_cluster sets them); tbf's burst and queue limit (bytes)
+# from the rate.
+link_rate=""
+link_delay=""
+link_burst=""
+link_limit=""
+
+# tc's RATE (1gbit, 100mbit, 50mbps: SI prefixes; bit, or with bps bytes, per second) in bytes
+# per second; status 1 for anything else.
+rate_bytes() {
+  [[ "${1,,}" =~ ^([0-9]+(\.[0-9]+)?)([kmgt]?)(bit|bps)$ ]] || return 1
+  awk -v n="${BASH_REMATCH[1]}" -v p="${BASH_REMATCH[3]}" -v u="${BASH_REMATCH[4]}" 'BEGIN {
+    b = n * (p == "" ? 1 : 10 ^ (3 * index("kmgt", p)))
+    if (u == "bit") b /= 8
+    if (b < 1000) exit 1
+    printf "%.0f\n", b }'
+}
+
+# Checks, in the probe namespace $1, that tc can add what the options ask for: tbf for --link,
+# netem for --delay (exit 2 where the kernel lacks it: no delay without netem).
+probe_shaping() {
+  local ns=$1
+  [ -n "$link_rate" ] || [ -n "$link_delay" ] || return 0
+  command -v tc >/dev/null || { log "--link and --delay need tc (iproute2): missing"; return 1; }
+  if [ -n "$link_delay" ] &&
+    ! nsenter --net="/run/netns/$ns" -- tc qdisc add dev lo root netem delay 1ms \
+      2>"$dir/probe.err"; then
+    ip netns del "$ns"
+    echo "error: test_cluster.sh: --delay needs tc's netem qdisc, which this kernel lacks" \
+      "($(head -c 200 "$dir/probe.err" | tr '\n' ' ')): only the rate can be shaped (--link)" >&2
+    exit 2
+  fi
+  if [ -n "$link_rate" ] && [ -z "$link_delay" ] &&
+    ! nsenter --net="/run/netns/$ns" -- tc qdisc add dev lo root tbf rate "$link_rate" \
+      burst "$link_burst" limit "$link_limit" 2>"$dir/probe.err"; then
+    ip netns del "$ns"
+    log "tc cannot add a tbf qdisc ($(head -c 200 "$dir/probe.err")): no --link"
+    return 1
+  fi
+}
+
+# Shapes compute host HOST's link: tbf at the rate on both ends of its veth pair (the bridge's end
+# limits what the host receives, eth0 what it sends); with --delay, eth0 gets netem (the delay,
+# and the rate if any) instead of tbf.
+shape_host() {
+  local host=$1 veth ns
+  veth=$(veth_of "$host")
+  ns=$(netns_of "$host")
+  if [ -n "$link_rate" ]; then
+    tc qdisc replace dev "$veth" root tbf rate "$link_rate" burst "$link_burst" \
+      limit "$link_limit"
+  fi
+  if [ -n "$link_delay" ]; then
+    local rate=()
+    [ -n "$link_rate" ] && rate=(rate "$link_rate")
+    nsenter --net="/run/netns/$ns" -- \
+      tc qdisc replace dev eth0 root netem delay "${link_delay}ms" "${rate[@]}" limit 10000
+  elif [ -n "$link_rate" ]; then
+    nsenter --net="/run/netns/$ns" -- \
+      tc qdisc replace dev eth0 root tbf rate "$link_rate" burst "$link_burst" limit "$link_limit"
+  fi
+}
+
+# Records the shaping of hosts $@ in DIR/link (what status shows).
+record_shaping() {
+  {
+    if [ -n "$link_rate" ]; then
+      echo "rate $link_rate ($(rate_bytes "$link_rate") bytes/s each way) burst $link_burst" \
+        "limit $link_limit: tbf on both ends of each compute host's veth pair"
+    else
+      echo "rate unlimited"
+    fi
+    if [ -n "$link_delay" ]; then
+      echo "delay ${link_delay}ms on what each compute host sends (netem)"
+    else
+      echo "delay none"
+    fi
+    echo "hosts $*"
+  } >"$link"
+}
+
 start_slurmd() {
   local host=$1
   rm -f "$dir/run/slurmd-$host.pid"
@@ -370,6 +470,7 @@ start_multi() {
   if ! ip netns add "$probe" 2>"$dir/probe.err"; then
     skip "cannot create a network namespace ($(head -c 200 "$dir/probe.err")): no multi-host cluster"
   fi
+  probe_shaping "$probe" || { ip netns del "$probe" 2>/dev/null; return 1; }
   ip netns del "$probe"
   if ! unshare --uts --mount true 2>"$dir/probe.err"; then
     skip "cannot create UTS/mount namespaces ($(head -c 200 "$dir/probe.err")): no multi-host cluster"
@@ -395,6 +496,11 @@ start_multi() {
   } >"$dir/etc/hosts"
   add_host_network ctl "$subnet.250"
   for i in $(seq 1 "$n"); do add_host_network "n$i" "$subnet.$i"; done
+  if [ -n "$link_rate" ] || [ -n "$link_delay" ]; then
+    for i in $(seq 1 "$n"); do shape_host "n$i"; done
+    # shellcheck disable=SC2046  # one word per host
+    record_shaping $(seq -f 'n%g' 1 "$n")
+  fi
 
   start_munge
   write_common_conf "SlurmctldHost=ctl($subnet.250)" 6817 6818
@@ -426,6 +532,7 @@ EOF
   wait_idle $(seq -f 'n%g' 1 "$n")
   log "cluster up: $n hosts ($nodes, $cpus CPUs each) on $subnet.0/24 (bridge $bridge, this" \
     "machine $subnet.254), slurmctld on ctl $subnet.250, conf $conf"
+  if [ -f "$link" ]; then log "links: $(head -n2 "$link" | tr '\n' ';')"; fi
 }
 
 start_cluster() {
@@ -434,10 +541,38 @@ start_cluster() {
     case $1 in
     --hosts) hosts=${2:?--hosts N}; shift 2 ;;
     --hosts=*) hosts=${1#--hosts=}; shift ;;
+    --link) link_rate=${2:?--link RATE}; shift 2 ;;
+    --link=*) link_rate=${1#--link=}; shift ;;
+    --delay) link_delay=${2:?--delay MS}; shift 2 ;;
+    --delay=*) link_delay=${1#--delay=}; shift ;;
     *) usage ;;
     esac
   done
   [[ "$hosts" =~ ^[0-9]+$ ]] || usage
+  if [ -n "$link_rate" ] || [ -n "$link_delay" ]; then
+    if [ "$hosts" -eq 0 ]; then
+      echo "error: test_cluster.sh: --link and --delay shape the links of --hosts N >= 1" >&2
+      exit 2
+    fi
+  fi
+  if [ -n "$link_rate" ]; then
+    local bytes
+    bytes=$(rate_bytes "$link_rate") || {
+      echo "error: test_cluster.sh: --link '$link_rate' is not a rate such as 100mbit, 1gbit," \
+        "10gbit or 50mbps (at least 8kbit)" >&2
+      exit 2
+    }
+    # A burst of 1 ms at the rate, at least 32 KiB (a few full-size packets at low rates). A queue
+    # of 10 ms at the rate, at least 1 MiB: TCP's small queues put up to 1 MiB a socket in the
+    # qdisc, and a drop costs a collective a retransmission timeout (200 ms), far more than the
+    # queue's wait.
+    link_burst=$((bytes / 1000 > 32768 ? bytes / 1000 : 32768))
+    link_limit=$((bytes / 100 > 1048576 ? bytes / 100 : 1048576))
+  fi
+  if [ -n "$link_delay" ] && ! [[ "$link_delay" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+    echo "error: test_cluster.sh: --delay '$link_delay' is not milliseconds (e.g. 2 or 0.5)" >&2
+    exit 2
+  fi
   require_slurm
   rm -f "$dir/skipped"
   if [ -f "$pids" ] || [ -f "$net" ]; then
@@ -445,7 +580,7 @@ start_cluster() {
     stop_cluster
   fi
   rm -rf "${dir:?}/etc" "$dir/state" "$dir/spool" "$dir/log" "$dir/run" "$dir/munge" \
-    "$dir/tmp" "$dir/hosts"
+    "$dir/tmp" "$dir/hosts" "$link" "$link.removed"
   mkdir -p "$dir/etc" "$dir/state" "$dir/spool" "$dir/log" "$dir/run" "$dir/tmp"
   export SLURM_CONF=$conf
   if [ "$hosts" -eq 0 ]; then start_single; else start_multi "$hosts"; fi
@@ -456,7 +591,23 @@ status() {
   sinfo -N -o '%N %T %c %O' || true
   [ -f "$pids" ] && cat "$pids"
   [ -f "$dir/etc/hosts" ] && cat "$dir/etc/hosts"
+  [ -f "$link" ] && show_shaping
   return 0
+}
+
+# The recorded shaping, and each shaped end's qdisc with its counters.
+show_shaping() {
+  echo "links:"
+  sed 's/^/  /' "$link"
+  local host hosts
+  read -ra hosts < <(sed -n 's/^hosts //p' "$link")
+  for host in "${hosts[@]}"; do
+    [ -e "/run/netns/$(netns_of "$host")" ] || continue
+    echo "  $host sends (eth0): $(nsenter --net="/run/netns/$(netns_of "$host")" -- \
+      tc -s qdisc show dev eth0 2>/dev/null | head -n2 | tr -s ' \n' ' ' | sed 's/ $//')"
+    echo "  $host receives ($(veth_of "$host")): $(tc -s qdisc show dev "$(veth_of "$host")" \
+      2>/dev/null | head -n2 | tr -s ' \n' ' ' | sed 's/ $//')"
+  done
 }
 
 kill_host() {

@@ -17,6 +17,7 @@
 #include "pets/train/device/cuda_parts.hpp"
 #include "pets/train/options/options.hpp"
 #include "pets/train/run/backend.hpp"
+#include "pets/train/state/training_state.hpp"
 #include "pets/train/step/batchnorm_sync.hpp"
 #include "pets/train/step/train_step.hpp"
 #include "pets/util/error.hpp"
@@ -104,25 +105,28 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       out[precision]["skipped_steps"] = skipped;
     }
   }
-  // What each step adds on several ranks under --bn-mode train: this rank's BatchNorm statistics
-  // packed into one float64 row for the step's allreduce (BatchNormSync::rank_row: one copy per
-  // kind of buffer), against the packing a checkpoint's gather uses (rank_buffer_row: one cast
-  // per buffer). Microseconds per call, the device's work included.
+  // What each step adds for a stop: every rank keeps a copy of the state after the step (rank 0
+  // the checkpoint's, the others their BatchNorm statistics under --bn-mode train; the trainer's
+  // state_after_step): fc, Adam's moments and every buffer, cloned. Microseconds per call, the
+  // device's work included.
   {
     options.mixed_precision = pets::train::MixedPrecision::kNo;
     const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
     const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
-    const auto per_call_us = [&](const std::function<at::Tensor()>& pack) {
-      const auto call = [&] {
-        const at::Tensor row = pack();
-        if (device.is_cuda()) torch::cuda::synchronize();
-        PETS_CHECK(row.numel() > 0, "model step: no BatchNorm statistics");
-      };
-      return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+    pets::train::OneCycleOptions schedule;
+    schedule.total_steps = 1;
+    const pets::train::TrainStep train_step(*model, backend->device_comm(), schedule,
+                                            backend->step_settings());
+    const auto call = [&] {
+      pets::train::TrainingState state;
+      train_step.save(state);
+      batchnorm.save(state);
+      const pets::train::TrainingState copy = state.cloned();
+      if (device.is_cuda()) torch::cuda::synchronize();
+      PETS_CHECK(!copy.model.empty(), "model step: no state to keep");
     };
-    out["rank_state_us"] = {
-        {"per_kind", per_call_us([&] { return batchnorm.rank_row(); })},
-        {"per_buffer", per_call_us([&] { return pets::train::rank_buffer_row(*model); })}};
+    out["stop_commit_us"] =
+        1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
   }
   return out;
 }

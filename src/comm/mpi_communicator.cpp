@@ -60,7 +60,7 @@ MpiCommunicator::MpiCommunicator(const MpiComm& comm) : comm_(&comm) {}
 int MpiCommunicator::rank() const { return comm_->rank(); }
 int MpiCommunicator::size() const { return comm_->size(); }
 
-void MpiCommunicator::allreduce(at::Tensor& tensor, ReduceOp op) {
+void MpiCommunicator::do_allreduce(at::Tensor& tensor, ReduceOp op) {
   check_cpu(tensor, "allreduce");
   const at::ScalarType type = tensor.scalar_type();
   const bool floating = at::isFloatingType(type);
@@ -96,7 +96,7 @@ void MpiCommunicator::allreduce(at::Tensor& tensor, ReduceOp op) {
   if (!work.is_same(tensor)) tensor.copy_(work);
 }
 
-void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
+void MpiCommunicator::do_broadcast(at::Tensor& tensor, int root) {
   check_cpu(tensor, "broadcast");
   PETS_CHECK(root >= 0 && root < comm_->size(), "broadcast: root " + std::to_string(root) +
                                                     " outside 0.." +
@@ -131,7 +131,7 @@ void MpiCommunicator::broadcast(at::Tensor& tensor, int root) {
 
 void MpiCommunicator::barrier() { PETS_MPI_CHECK(MPI_Barrier(comm_->get())); }
 
-void MpiCommunicator::allreduce_counters(std::int64_t* values, std::size_t count) {
+void MpiCommunicator::do_allreduce_counters(std::int64_t* values, std::size_t count) {
   if (count == 0) return;
   for_each_chunk(
       values, static_cast<std::int64_t>(count), sizeof(std::int64_t), [&](char* p, int n) {

@@ -46,7 +46,15 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return nccl_.size(); }
   std::string backend() const override { return "nccl"; }
 
-  void allreduce(at::Tensor& tensor, ReduceOp op) override {
+  void barrier() override {
+    PETS_CUDA_CHECK(
+        cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(nccl_.device()).stream()));
+    nccl_.check_async_error();
+    PETS_MPI_CHECK(MPI_Barrier(mpi_->get()));
+  }
+
+ private:
+  void do_allreduce(at::Tensor& tensor, ReduceOp op) override {
     check_device(tensor, "allreduce");
     PETS_CHECK(op != ReduceOp::kAverage || at::isFloatingType(tensor.scalar_type()),
                "allreduce average needs a floating-point tensor");
@@ -58,7 +66,7 @@ class NcclCommunicator final : public Communicator {
     if (!work.is_same(tensor)) tensor.copy_(work);
   }
 
-  void broadcast(at::Tensor& tensor, int root) override {
+  void do_broadcast(at::Tensor& tensor, int root) override {
     check_device(tensor, "broadcast");
     at::NoGradGuard no_grad;
     at::Tensor work = tensor.contiguous();
@@ -66,20 +74,12 @@ class NcclCommunicator final : public Communicator {
     if (!work.is_same(tensor)) tensor.copy_(work);
   }
 
-  void barrier() override {
-    PETS_CUDA_CHECK(
-        cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(nccl_.device()).stream()));
-    nccl_.check_async_error();
-    PETS_MPI_CHECK(MPI_Barrier(mpi_->get()));
-  }
-
-  void allreduce_counters(std::int64_t* values, std::size_t count) override {
+  void do_allreduce_counters(std::int64_t* values, std::size_t count) override {
     PETS_CHECK(count <= static_cast<std::size_t>(INT_MAX), "too many counters");
     PETS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_INT64_T,
                                  MPI_SUM, mpi_->get()));
   }
 
- private:
   void check_device(const at::Tensor& tensor, const char* what) const {
     PETS_CHECK(tensor.defined() && tensor.is_cuda() && tensor.get_device() == nccl_.device(),
                std::string(what) +

@@ -131,6 +131,25 @@ TEST_F(Communicator, CountersSumExactly) {
   EXPECT_EQ(comm_.sum_counter(rank() + 1), size() * (size() + 1) / 2);
 }
 
+TEST_F(Communicator, CountsThePayloadHandedToEachCollective) {
+  EXPECT_EQ(comm_.traffic().collectives, 0);
+  torch::Tensor doubles = torch::ones({1000}, torch::kFloat64);
+  comm_.allreduce_sum(doubles);
+  const pets::comm::Traffic after_one = comm_.traffic();
+  EXPECT_EQ(after_one.collectives, 1);
+  EXPECT_EQ(after_one.bytes, 8000);  // the tensor's bytes, whatever the number of ranks
+  EXPECT_GE(after_one.seconds, 0.0);
+  torch::Tensor halves = torch::ones({10}, torch::kFloat16);
+  comm_.broadcast(halves, 0);
+  comm_.sum_counter(1);
+  // A collective that throws is counted too (every rank called it).
+  torch::Tensor ints = torch::ones({3}, torch::kInt64);
+  EXPECT_THROW(comm_.allreduce_average(ints), pets::Error);
+  const pets::comm::Traffic since = comm_.traffic().since(after_one);
+  EXPECT_EQ(since.collectives, 3);
+  EXPECT_EQ(since.bytes, 20 + 8 + 24);
+}
+
 TEST_F(Communicator, BarrierAndIdentity) {
   EXPECT_EQ(comm_.backend(), "mpi");
   EXPECT_EQ(comm_.rank(), rank());

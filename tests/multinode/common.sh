@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # Sourced by the multinode_* tests: the slurm tests' helpers (fail, pass, job_field, epoch_lines,
 # check_run_folder, same_results, require_cluster; and through them tests/lib/testlib.sh's fail,
-# fatal, pass, finish, skip) plus what several hosts need.
+# fatal, pass, finish, skip) plus what several hosts need: job submission and waiting, bitwise
+# comparison of runs (same_bits), the files of a mid-epoch checkpoint (check_shards).
 # Expects PETS_TEST_DIR (this suite's folder under the build tree), PETS_BIN, PETS_SOURCE.
 # The cluster's hosts, n1..nN: no shared-memory segment of theirs may be left in /dev/shm.
 shm_hosts='n[0-9]*'
@@ -14,6 +15,8 @@ SYNTH_CLASSES=3
 SYNTH_PER_CLASS=16
 TRAIN_EPOCHS=2
 TRAIN_BATCH=2
+# pets_train's options besides those jobs/train.sbatch passes (PETS_TRAIN_ARGS).
+TRAIN_ARGS="--eval-batch-size 4 --device cpu"
 # multinode_batch's 2-host, 4-rank run: the reference of the placement and node-loss tests.
 TWO_HOST_RUN=$WORK/batch/run
 
@@ -41,7 +44,7 @@ submit_train() {
   local run=$1 out=$2
   shift 2
   PETS_BIN=$PETS_BIN PETS_DATA=$DATA_H5 PETS_OUT=$run PETS_EPOCHS=$TRAIN_EPOCHS \
-    PETS_BATCH_SIZE=$TRAIN_BATCH PETS_TRAIN_ARGS="--eval-batch-size 4 --device cpu" \
+    PETS_BATCH_SIZE=$TRAIN_BATCH PETS_TRAIN_ARGS="$TRAIN_ARGS" \
     sbatch --parsable --chdir="$out" --output="$out/train-%j.out" --cpus-per-task=1 --time=10 \
     "$@" "$JOBS/train.sbatch" | cut -d';' -f1
 }
@@ -78,6 +81,57 @@ for x, y in zip(a, b):
 PY
   cmp "$1/model.safetensors" "$2/model.safetensors" || return 1
   echo "  model.safetensors identical ($(sha256sum <"$1/model.safetensors" | cut -c1-16))"
+}
+
+# The files of a mid-epoch checkpoint of $2 ranks, the one run folder $1's `latest` names: rank
+# 0's ckpt-<N>.safetensors, recording shards of $2 ranks, and the shard
+# ckpt-<N>.epoch-<E>.step-<S>.rank-<R>.safetensors it records of each other rank R = 1 .. $2-1,
+# each a complete safetensors file (its header's tensors end the file), and no shard of a rank
+# beyond. Prints their sizes; a failed check (and status 1) when one is missing or incomplete.
+check_shards() {
+  local run=$1 ranks=$2
+  python3 - "$run" "$ranks" <<'PY' ||
+import json, os, re, struct, sys
+run, ranks = sys.argv[1], int(sys.argv[2])
+latest = open(os.path.join(run, "latest")).read().split()[0]
+m = re.fullmatch(r"ckpt-(\d+)\.safetensors", latest)
+assert m, f"latest names {latest!r}, not a checkpoint"
+n = m.group(1)
+with open(os.path.join(run, latest), "rb") as f:
+    (h,) = struct.unpack("<Q", f.read(8))
+    state = json.loads(json.loads(f.read(h))["__metadata__"]["pets_state"])
+# The shards rank 0's checkpoint records as its own: ckpt-N.epoch-E.step-S.rank-R.safetensors.
+record = state.get("shards")
+assert record, f"{latest} records no shards (state keys: {sorted(state)})"
+assert record["ranks"] == ranks, f"{latest} records shards of {record['ranks']} ranks, not {ranks}"
+part = f"ckpt-{n}.epoch-{record['epoch']}.step-{record['step']}.rank-"
+
+def problem(path):
+    if not os.path.exists(path):
+        return "missing"
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        (h,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(h))
+    end = max([v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"], default=0)
+    return None if 8 + h + end == size else f"{size} bytes, its header says {8 + h + end}"
+
+want = [(0, latest)] + [(r, f"{part}{r}.safetensors") for r in range(1, ranks)]
+bad = []
+for r, name in want:
+    path = os.path.join(run, name)
+    p = problem(path)
+    print(f"  rank {r:2}: {name}: " + (p if p else f"{os.path.getsize(path)} bytes"))
+    if p:
+        bad.append(f"{name} ({p})")
+shard = re.compile(re.escape(part) + r"(\d+)\.safetensors")
+beyond = sorted(f for f in os.listdir(run) if shard.fullmatch(f) and int(shard.fullmatch(f)[1]) >= ranks)
+if beyond:
+    bad.append(f"shards of ranks beyond {ranks - 1}: {beyond}")
+if bad:
+    sys.exit(f"{len(bad)} problem(s): " + "; ".join(bad[:3]) + (" ..." if len(bad) > 3 else ""))
+PY
+    { fail "$run: not the files of a mid-epoch checkpoint of $ranks ranks"; return 1; }
 }
 
 # Checks rank_identity's output $1 for 4 ranks on 2 hosts ($2: the launch, for the message):

@@ -59,46 +59,75 @@ temps() { find "$1" -maxdepth 1 -name '*.tmp.*' -printf '%f\n' | sort; }
 
 # ---- 1. Ctrl-C to a plain mpirun mid-epoch, during a long step -----------------------------------
 # Open MPI's defaults: mpirun sends the ranks SIGTERM 1 s after Ctrl-C and SIGKILL 1 s later. Rank 0
-# spends 60 s in step 23 (epoch 1, step 5 in flight), far longer than that: the checkpoint of the
-# last step completed (epoch 1, step 5) must be on disk, and the line printed, before the kill.
-# Then `--resume --out run1` alone continues to the very accuracies and model of a run never
-# stopped.
+# spends 60 s in the step after epoch 1, step 5, far longer than that: the checkpoint of the last
+# step completed (epoch 1, step 5) must be on disk, rank 0's file and every other rank's shard of
+# its BatchNorm statistics (--bn-mode train), and the line printed, before the kill. Then
+# `--resume --out DIR` alone continues to the very accuracies and model of a run never stopped.
+# At 2 and at 4 ranks: what each rank sends per step and writes at the stop does not grow.
 run1_args=(--data pets.h5 --batch-size 2 --eval-batch-size 8 --max-lr 3e-2 --seed 42 --epochs 2)
-run_np 2 "$train" "${run1_args[@]}" --out run0 >run0.out 2>run0.err ||
-  { show run0.err; fatal "run 0 (never stopped): exit $?"; }
-rm -f status1.*
-RANK_STATUS=$PWD/status1 PETS_PAUSE_STEP=23:60 start_np 2 -x RANK_STATUS -x PETS_PAUSE_STEP \
-  ./rank.sh "$train" "${run1_args[@]}" --out run1 >run1.out 2>run1.err
-wait_for run1.err '^pausing in step 23 ' 600 "$np_pid" ||
-  { show run1.err; fatal "run 1: rank 0 never reached step 23"; }
-start=$SECONDS
-kill -INT "$np_pid"
-wait_for run1.err '^stopped by' 10 "$np_pid" || fail "run 1: no stop line within 10 s of Ctrl-C"
-wait "$np_pid"
-np_status=$?
-echo "run 1: mpirun ended $((SECONDS - start)) s after SIGINT with status $np_status (Open MPI's own)"
-[ $((SECONDS - start)) -le 10 ] || fail "run 1: mpirun took more than 10 s to end"
-check_eq "run 1: stop lines (rank 0 only)" "$(grep -c '^stopped by signal' run1.err)" 1
-stop=$(grep '^stopped by signal' run1.err)
-echo "run 1: $stop"
-check_eq "run 1: the stop line" "$stop" "stopped by signal 15 at epoch 1, step 5 (SIGTERM); \
-checkpoint written in run1; continue with --resume: pets_train --resume --out run1 (the checkpoint \
+# The bytes a rank hands to a step's collectives: the head's gradient (3 classes) and 3 numbers,
+# in float64, at any number of ranks.
+step_bytes=$(((2048 * 3 + 3 + 3) * 8))
+
+# bytes_per_step of every epoch of run folder $1, one a line.
+bytes_per_step() { python3 -c "import json, sys; [print(json.loads(l)['bytes_per_step']) for l in open(sys.argv[1]) if l.strip()]" "$1/metrics.jsonl"; }
+
+# ctrl_c_in_a_long_step NP: the case above at NP ranks; sets shard_size (bytes of rank 1's shard).
+ctrl_c_in_a_long_step() {
+  local np=$1 run=run1-np$1 never=run0-np$1 steps pause ckpt r
+  run_np "$np" "$train" "${run1_args[@]}" --out "$never" >"$never.out" 2>"$never.err" ||
+    { show "$never.err"; fatal "run 1, $np ranks (never stopped): exit $?"; }
+  check_eq "run 1, $np ranks: bytes per step of each epoch" "$(bytes_per_step "$never" | tr '\n' ' ')" \
+    "$step_bytes $step_bytes "
+  steps=$(sed -nE 's/.* ([0-9]+) steps\/epoch,.*/\1/p' "$never.err" | head -n1)
+  [ -n "$steps" ] || { show "$never.err"; fatal "run 1, $np ranks: no steps per epoch in the start-up line"; }
+  pause=$((steps + 5)) # the steps taken before it: epoch 1, step 5 is the last completed
+  ckpt=ckpt-$pause.safetensors
+  rm -f status1.*
+  RANK_STATUS=$PWD/status1 PETS_PAUSE_STEP=$pause:60 start_np "$np" -x RANK_STATUS -x PETS_PAUSE_STEP \
+    ./rank.sh "$train" "${run1_args[@]}" --out "$run" >"$run.out" 2>"$run.err"
+  wait_for "$run.err" "^pausing in step $pause " 600 "$np_pid" ||
+    { show "$run.err"; fatal "run 1, $np ranks: rank 0 never reached step $pause"; }
+  start=$SECONDS
+  kill -INT "$np_pid"
+  wait_for "$run.err" '^stopped by' 10 "$np_pid" || fail "run 1, $np ranks: no stop line within 10 s of Ctrl-C"
+  wait "$np_pid"
+  np_status=$?
+  echo "run 1, $np ranks: mpirun ended $((SECONDS - start)) s after SIGINT with status $np_status (Open MPI's own)"
+  [ $((SECONDS - start)) -le 10 ] || fail "run 1, $np ranks: mpirun took more than 10 s to end"
+  check_eq "run 1, $np ranks: stop lines (rank 0 only)" "$(grep -c '^stopped by signal' "$run.err")" 1
+  stop=$(grep '^stopped by signal' "$run.err")
+  echo "run 1, $np ranks: $stop"
+  check_eq "run 1, $np ranks: the stop line" "$stop" "stopped by signal 15 at epoch 1, step 5 (SIGTERM); \
+checkpoint written in $run; continue with --resume: pets_train --resume --out $run (the checkpoint \
 records every other option; jobs/train.sbatch and jobs/interactive.sh add --resume themselves)"
-check_eq "run 1: the latest checkpoint" "$(state_of "run1/$(cat run1/latest)")" "epoch 1, step 5"
-[ ! -e run1/model.safetensors ] || fail "run 1: stopped, yet a final model was written"
-[ -z "$(temps run1)" ] || fail "run 1: temporary files left: $(temps run1)"
-# The ranks were still in step 23 when mpirun killed them: no status of their own.
-for r in 0 1; do
-  echo "run 1: rank $r: $(cat "status1.$r" 2>/dev/null || echo 'killed by mpirun (no status)')"
-done
-run_np 2 "$train" --resume --out run1 >run1b.out 2>run1b.err ||
-  { show run1b.err; fatal "run 1: --resume --out run1 exit $?"; }
-grep -q '^resumed from run1/ckpt-23.safetensors at epoch 1, step 5$' run1b.err ||
-  { fail "run 1: --resume did not continue at epoch 1, step 5"; show run1b.err; }
-check_eq "run 1: accuracies after --resume" "$(cat run0.out | tail -n 1)" "$(cat run1b.out)"
-cmp -s run1/model.safetensors run0/model.safetensors ||
-  fail "run 1: the resumed run's model differs from the never-stopped run's"
-pass "run 1: Ctrl-C to a plain mpirun in a long step: checkpoint of the last step, --resume continued it bit for bit"
+  check_eq "run 1, $np ranks: the latest checkpoint" "$(cat "$run/latest")" "$ckpt"
+  check_eq "run 1, $np ranks: its state" "$(state_of "$run/$ckpt")" "epoch 1, step 5"
+  for ((r = 1; r < np; r++)); do
+    [ -s "$run/${ckpt%.safetensors}.epoch-1.step-5.rank-$r.safetensors" ] ||
+      fail "run 1, $np ranks: no shard of rank $r for $ckpt: $(ls "$run" | tr '\n' ' ')"
+  done
+  shard_size=$(stat -c %s "$run/${ckpt%.safetensors}.epoch-1.step-5.rank-1.safetensors")
+  echo "run 1, $np ranks: $ckpt $(stat -c %s "$run/$ckpt") bytes, each other rank's shard $shard_size bytes"
+  [ ! -e "$run/model.safetensors" ] || fail "run 1, $np ranks: stopped, yet a final model was written"
+  [ -z "$(temps "$run")" ] || fail "run 1, $np ranks: temporary files left: $(temps "$run")"
+  # The ranks were still in the paused step when mpirun killed them: no status of their own.
+  for ((r = 0; r < np; r++)); do
+    echo "run 1, $np ranks: rank $r: $(cat "status1.$r" 2>/dev/null || echo 'killed by mpirun (no status)')"
+  done
+  run_np "$np" "$train" --resume --out "$run" >"$run-b.out" 2>"$run-b.err" ||
+    { show "$run-b.err"; fatal "run 1, $np ranks: --resume --out $run exit $?"; }
+  grep -q "^resumed from $run/$ckpt at epoch 1, step 5\$" "$run-b.err" ||
+    { fail "run 1, $np ranks: --resume did not continue at epoch 1, step 5"; show "$run-b.err"; }
+  check_eq "run 1, $np ranks: accuracies after --resume" "$(tail -n 1 "$never.out")" "$(cat "$run-b.out")"
+  cmp -s "$run/model.safetensors" "$never/model.safetensors" ||
+    fail "run 1, $np ranks: the resumed run's model differs from the never-stopped run's"
+  pass "run 1, $np ranks: Ctrl-C to a plain mpirun in a long step: checkpoint of the last step, --resume continued it bit for bit"
+}
+ctrl_c_in_a_long_step 2
+shard_2=$shard_size
+ctrl_c_in_a_long_step 4
+check_eq "run 1: a shard's bytes at 2 and at 4 ranks" "$shard_2" "$shard_size"
 
 # A mistake under a plain mpirun ends the job at once: one error line, status 2.
 start=$SECONDS

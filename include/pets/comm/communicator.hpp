@@ -31,8 +31,24 @@ enum class ReduceOp {
   kAverage,  ///< element-wise sum divided by size(); floating-point tensors only
 };
 
+/// What a communicator's collectives were handed since it was made: the payload this rank passed
+/// to them (the tensors' bytes, 8 bytes a counter; what goes on the wire follows from it and the
+/// algorithm, about twice that for a ring allreduce) and the host seconds spent in the calls
+/// (the whole collective for MPI; for NCCL only the enqueueing, as the work runs on the stream).
+struct Traffic {
+  std::int64_t collectives = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0.0;
+
+  /// What happened between an earlier reading `before` and this one.
+  Traffic since(const Traffic& before) const {
+    return {collectives - before.collectives, bytes - before.bytes, seconds - before.seconds};
+  }
+};
+
 /// Collectives over a fixed group of ranks. Every call is collective: all ranks call it in the
-/// same order with tensors of the same shape and dtype. Errors throw pets::Error.
+/// same order with tensors of the same shape and dtype. Errors throw pets::Error. Each call is
+/// counted (traffic()); the backends implement the do_ functions.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -43,13 +59,13 @@ class Communicator {
   virtual std::string backend() const = 0;
 
   /// Combines `tensor` across ranks in place; every rank ends with the same values.
-  virtual void allreduce(at::Tensor& tensor, ReduceOp op) = 0;
+  void allreduce(at::Tensor& tensor, ReduceOp op);
   /// Overwrites `tensor` on every rank with root's values.
-  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  void broadcast(at::Tensor& tensor, int root);
   /// Returns when every rank has called it (after this rank's queued device work, for NCCL).
   virtual void barrier() = 0;
   /// Sums `count` host counters in place across ranks (exact: int64, not float).
-  virtual void allreduce_counters(std::int64_t* values, std::size_t count) = 0;
+  void allreduce_counters(std::int64_t* values, std::size_t count);
 
   void allreduce_sum(at::Tensor& tensor) { allreduce(tensor, ReduceOp::kSum); }
   void allreduce_average(at::Tensor& tensor) { allreduce(tensor, ReduceOp::kAverage); }
@@ -61,6 +77,16 @@ class Communicator {
   void allreduce_counters(std::vector<std::int64_t>& values) {
     allreduce_counters(values.data(), values.size());
   }
+
+  /// What this rank's collectives carried so far.
+  const Traffic& traffic() const { return traffic_; }
+
+ private:
+  virtual void do_allreduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual void do_broadcast(at::Tensor& tensor, int root) = 0;
+  virtual void do_allreduce_counters(std::int64_t* values, std::size_t count) = 0;
+
+  Traffic traffic_;
 };
 
 /// MPI backend for CPU tensors. Keeps a pointer to `comm`, which must outlive it.
@@ -73,13 +99,13 @@ class MpiCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "mpi"; }
-  void allreduce(at::Tensor& tensor, ReduceOp op) override;
-  void broadcast(at::Tensor& tensor, int root) override;
   void barrier() override;
-  void allreduce_counters(std::int64_t* values, std::size_t count) override;
-  using Communicator::allreduce_counters;
 
  private:
+  void do_allreduce(at::Tensor& tensor, ReduceOp op) override;
+  void do_broadcast(at::Tensor& tensor, int root) override;
+  void do_allreduce_counters(std::int64_t* values, std::size_t count) override;
+
   const MpiComm* comm_;
 };
 

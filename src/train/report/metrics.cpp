@@ -1,6 +1,8 @@
 #include "pets/train/report/metrics.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -16,6 +18,8 @@ EpochMetrics training_metrics(int64_t epoch, const EpochPosition& position, doub
   m.train_loss = position.images > 0 ? position.loss_sum / position.images : 0.0;
   m.train_images_per_s = position.seconds > 0 ? position.images / position.seconds : 0.0;
   m.loader_wait_share = position.seconds > 0 ? position.wait_seconds / position.seconds : 0.0;
+  m.bytes_per_step = position.step > 0 ? position.comm_bytes / position.step : 0;
+  m.comm_share = position.seconds > 0 ? position.comm_seconds / position.seconds : 0.0;
   return m;
 }
 
@@ -93,6 +97,8 @@ void epoch_metrics_fields(M& m, F&& f) {
   f("eval_seconds", m.eval_seconds);
   f("loader_wait_share", m.loader_wait_share);
   f("upload_share", m.upload_share);
+  f("bytes_per_step", m.bytes_per_step);
+  f("comm_share", m.comm_share);
 }
 
 template <class P, class F>
@@ -102,6 +108,14 @@ void epoch_position_fields(P& p, F&& f) {
   f("images", p.images);
   f("seconds", p.seconds);
   f("wait_seconds", p.wait_seconds);
+  f("comm_bytes", p.comm_bytes);
+  f("comm_seconds", p.comm_seconds);
+}
+
+/// Keys an earlier pets_train did not write: read as 0 (comm_share: as not measured).
+bool added_later(std::string_view key) {
+  return key == "upload_share" || key == "bytes_per_step" || key == "comm_share" ||
+         key == "comm_bytes" || key == "comm_seconds";
 }
 
 }  // namespace
@@ -109,14 +123,17 @@ void epoch_position_fields(P& p, F&& f) {
 void to_json(nlohmann::json& j, const EpochMetrics& m) {
   j = nlohmann::json::object();
   epoch_metrics_fields(m, [&](const char* key, const auto& value) { j[key] = value; });
+  if (std::isnan(m.comm_share)) j["comm_share"] = nullptr;  // not measured
 }
 
 void from_json(const nlohmann::json& j, EpochMetrics& m) {
   epoch_metrics_fields(m, [&](const char* key, auto& value) {
-    // Metrics written before upload_share was recorded read as 0 there.
-    if (std::string_view(key) == "upload_share" && !j.contains(key)) return;
+    if (added_later(key) && (!j.contains(key) || j.at(key).is_null())) return;
     j.at(key).get_to(value);
   });
+  // Not measured: written as null (NaN), read back as NaN.
+  if (const auto it = j.find("comm_share"); it == j.end() || it->is_null())
+    m.comm_share = std::numeric_limits<double>::quiet_NaN();
 }
 
 void to_json(nlohmann::json& j, const EpochPosition& p) {
@@ -125,7 +142,10 @@ void to_json(nlohmann::json& j, const EpochPosition& p) {
 }
 
 void from_json(const nlohmann::json& j, EpochPosition& p) {
-  epoch_position_fields(p, [&](const char* key, auto& value) { j.at(key).get_to(value); });
+  epoch_position_fields(p, [&](const char* key, auto& value) {
+    if (added_later(key) && !j.contains(key)) return;
+    j.at(key).get_to(value);
+  });
 }
 
 }  // namespace pets::train

@@ -22,13 +22,15 @@ namespace fs = std::filesystem;
 
 // The names pets_train writes (checkpoint.cpp, trainer.cpp) and the atomic writer's temporaries
 // of them (util/atomic_file.cpp: "<target>.tmp.<pid>").
+// A checkpoint, or another rank's shard of one (checkpoint.hpp, shard_file_name).
 const std::regex& checkpoint_pattern() {
-  static const std::regex r(R"(ckpt-\d+\.safetensors)");
+  static const std::regex r(R"(ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors)");
   return r;
 }
 const std::regex& temporary_pattern() {
   static const std::regex r(
-      R"((ckpt-\d+\.safetensors|latest|metrics\.jsonl|(model|best)\.safetensors)\.tmp\.\d+)");
+      R"((ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors|latest|metrics\.jsonl|)"
+      R"((model|best)\.safetensors)\.tmp\.\d+)");
   return r;
 }
 const char* const kResultNames[] = {"latest", "metrics.jsonl", "model.safetensors",

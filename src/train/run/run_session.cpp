@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/comm/program.hpp"
@@ -68,8 +69,44 @@ TrainingState RunSession::read_latest(const RunShape& current, std::string& path
   });
 }
 
-std::string RunSession::save(const TrainingState& state) const {
-  return mpi_.rank() == 0 ? state.save(options_.out) : std::string();
+std::string RunSession::save(const TrainingState& state,
+                             std::chrono::duration<double> shard_wait) const {
+  const int rank = mpi_.rank();
+  if (rank != 0) return state.rank_shards ? state.save_shard(options_.out, rank) : std::string();
+  const std::string path = state.write(options_.out);
+  if (const auto shards = state.shards()) {
+    // Each rank writes its shard when the stop reaches it (the same signal, or the ranks'
+    // agreement): milliseconds apart on a shared file system.
+    const auto deadline = std::chrono::steady_clock::now() + shard_wait;
+    std::vector<int> missing = missing_shards(options_.out, state.schedule_steps, *shards);
+    while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      missing = missing_shards(options_.out, state.schedule_steps, *shards);
+    }
+    if (!missing.empty()) {
+      std::string ranks;
+      for (const int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      PETS_ERROR(path + " is incomplete: no shard from rank" + (missing.size() == 1 ? " " : "s ") +
+                 ranks + " within " + std::to_string(static_cast<int>(shard_wait.count())) +
+                 " s; the previous checkpoint stays the latest");
+    }
+  }
+  state.commit(options_.out);
+  return path;
+}
+
+void RunSession::remove_stray_shards() const {
+  if (mpi_.rank() != 0) return;
+  const std::vector<std::string> removed = train::remove_stray_shards(options_.out);
+  if (!removed.empty())
+    log_.note("notice: removed " + std::to_string(removed.size()) + " shard" +
+              (removed.size() == 1 ? "" : "s") + " of no checkpoint from " + options_.out +
+              " (the other steps a stop wrote)");
+}
+
+std::optional<TrainingState> RunSession::read_own_shard(const TrainingState& state) const {
+  if (!state.rank_shards || mpi_.rank() == 0) return std::nullopt;
+  return state.read_shard(options_.out, mpi_.rank());
 }
 
 void RunSession::write_metrics(const std::vector<EpochMetrics>& history) const {

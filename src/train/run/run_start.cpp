@@ -57,7 +57,8 @@ ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_siz
   // nothing is marked as redone.
   agree_on_usage([&] {
     check_schedule_resumable(path, state.world_size, state.schedule_steps_per_update, finished);
-    batchnorm.restore(state, path);
+    const std::optional<TrainingState> own = session.read_own_shard(state);
+    batchnorm.restore(state, path, own ? &*own : nullptr);
     step.restore(state, same_ranks ? state.schedule_steps : point.epoch * steps_per_epoch, path);
   });
   board.resumed(same_ranks ? std::optional(state.schedule_steps) : std::nullopt);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "pets/train/run/stop_signal.hpp"
 #include "pets/train/state/training_state.hpp"
@@ -28,8 +29,8 @@ void print_line(const std::string& line) {
 
 }  // namespace
 
-StopCheckpoint::StopCheckpoint(Writer writer, std::string out)
-    : writer_(std::move(writer)), out_(std::move(out)) {
+StopCheckpoint::StopCheckpoint(Writer writer, std::string out, bool leader)
+    : writer_(std::move(writer)), out_(std::move(out)), leader_(leader) {
   if (writer_ && stop_signal_fd() >= 0) thread_ = std::thread([this] { run(); });
 }
 
@@ -58,7 +59,10 @@ void StopCheckpoint::run() {
       if (byte != 's' || began_ || closed_) continue;
       began_ = true;
     }
-    write_and_report();
+    if (leader_)
+      write_and_report();
+    else
+      write_parts();
   }
 }
 
@@ -97,9 +101,37 @@ void StopCheckpoint::write_and_report() {
   changed_.notify_all();
 }
 
+void StopCheckpoint::write_parts() {
+  // Rank 0 chose its last commit when the stop reached it; this rank's last two commits (and
+  // those after, written by commit()) include that step, whichever of them it is.
+  std::unique_lock<std::mutex> write_lock(write_mutex_);
+  std::vector<std::shared_ptr<const Committed>> parts;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& c : {previous_, latest_})
+      if (c && c->state) parts.push_back(c);
+  }
+  std::string error;
+  for (const auto& c : parts) {
+    try {
+      writer_(*c->state);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  write_lock.unlock();
+  if (!error.empty()) print_line("error: the stop's checkpoint was not written: " + error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    if (error_.empty()) error_ = error;
+  }
+  changed_.notify_all();
+}
+
 bool StopCheckpoint::chosen() const {
   // A stop that began before the first commit (during the start-up) waits for that commit.
-  return began_ && latest_;
+  return leader_ && began_ && latest_;
 }
 
 void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
@@ -114,12 +146,24 @@ void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
   committed->epoch = epoch;
   committed->step = step;
   committed->state.emplace(make());
+  bool write_now = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (chosen()) return;
-    latest_ = std::move(committed);
+    previous_ = latest_;
+    latest_ = committed;
+    write_now = !leader_ && began_;
   }
   changed_.notify_all();
+  if (!write_now) return;
+  std::lock_guard<std::mutex> write_lock(write_mutex_);
+  try {
+    writer_(*committed->state);
+  } catch (const std::exception& e) {
+    print_line(std::string("error: the stop's checkpoint was not written: ") + e.what());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) error_ = e.what();
+  }
 }
 
 void StopCheckpoint::commit_on_disk(std::int64_t epoch, std::int64_t step) {
@@ -130,6 +174,7 @@ void StopCheckpoint::commit_on_disk(std::int64_t epoch, std::int64_t step) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (chosen()) return;
+    previous_ = latest_;
     latest_ = std::move(committed);
   }
   changed_.notify_all();
@@ -150,6 +195,7 @@ bool StopCheckpoint::save(std::int64_t epoch, const TrainingState& state) {
   committed->step = state.position.step;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    previous_ = latest_;
     latest_ = std::move(committed);
   }
   changed_.notify_all();
@@ -160,10 +206,13 @@ void StopCheckpoint::stop() {
   if (!writer_) return;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!began_) {
-    // The signal came to another rank only: rank 0 writes its last commit now.
+    // The signal came to another rank only: this rank writes its part now.
     began_ = true;
     lock.unlock();
-    write_and_report();
+    if (leader_)
+      write_and_report();
+    else
+      write_parts();
     lock.lock();
   }
   changed_.wait(lock, [&] { return done_; });

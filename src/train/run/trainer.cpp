@@ -1,7 +1,9 @@
 #include "pets/train/run/trainer.hpp"
 
 #include <chrono>
+#include <limits>
 
+#include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
@@ -73,12 +75,14 @@ class Trainer {
   bool train_epoch(int64_t epoch, EpochPosition& position);
   /// False when the ranks agreed to stop before a batch (metrics unset).
   bool evaluate(int64_t epoch, EpochMetrics& metrics);
+  /// Whether this rank keeps the state after each step for a stop: rank 0, and the others where
+  /// their BatchNorm statistics differ (their shards).
+  bool commits_every_step() const;
   /// Checkpoints the run at the start of `epoch`, after the previous one's evaluation.
   void save(int64_t epoch);
-  /// The state just after a training step, whose allreduce carried `rank_states`, for a stop
-  /// (StopCheckpoint::commit; rank 0 only: no collective).
-  TrainingState state_after_step(int64_t epoch, const EpochPosition& position,
-                                 const at::Tensor& rank_states) const;
+  /// The state just after a training step, for a stop (StopCheckpoint::commit; no collective):
+  /// what rank 0 writes, and the BatchNorm statistics another rank writes as its shard.
+  TrainingState state_after_step(int64_t epoch, const EpochPosition& position) const;
 
   const TrainOptions& options_;
   const comm::MpiComm& mpi_;
@@ -93,7 +97,7 @@ class Trainer {
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchNormSync> batchnorm_;
   std::unique_ptr<StopAgreement> stop_;
-  std::unique_ptr<StopCheckpoint> stop_checkpoint_;  ///< rank 0 writes a stop's checkpoint
+  std::unique_ptr<StopCheckpoint> stop_checkpoint_;  ///< each rank's part of a stop's checkpoint
   std::unique_ptr<Evaluator> evaluator_;
   /// --bn-mode eval: the backbone never changes, so it runs folded (BatchNorm folded into the
   /// convolutions), and the evaluator keeps the evaluation features. PETS_UNFOLDED keeps the
@@ -123,10 +127,6 @@ void Trainer::setup() {
   StepSettings settings = backend_->step_settings();
   hooks_ = std::make_unique<SwitchHooks>(switches_, mpi_.rank(), &backend_->host_comm());
   settings.hooks = hooks_->hooks();
-  // Every step's allreduce carries every rank's BatchNorm statistics, so that rank 0 can write
-  // the checkpoint of the last step completed on its own (stop_checkpoint.hpp).
-  if (batchnorm_->varies_per_rank())
-    settings.rank_state = [this] { return batchnorm_->rank_row(); };
   const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
   const int64_t train_images = data_->loader->store().split(SplitKind::kTrain).size();
   const OneCycleOptions so = accelerate_onecycle(options_.max_lr, options_.epochs, train_images,
@@ -200,16 +200,21 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     if (dumped)
       dump_->before(global_step, *model_, *batch, data_->input->images(*batch),
                     data_->loader->store().split(SplitKind::kTrain).names);
+    const comm::Traffic before = backend_->device_comm().traffic();
     const StepResult result = backend_->fitting(kBatchSizeKey, options_.batch_size, [&] {
       return step_->run(*batch, stop_->request(), folded_.get(), data_->input->images(*batch));
     });
+    const comm::Traffic traffic = backend_->device_comm().traffic().since(before);
+    position.comm_bytes += traffic.bytes;
+    position.comm_seconds += traffic.seconds;
     if (dumped) dump_->after(*model_, result, beta1);
     position.loss_sum += result.loss_sum;
     position.images += result.images;
     position.step = step + 1;
     position.seconds = seconds_before + seconds_since(start);
-    stop_checkpoint_->commit(epoch, position.step,
-                             [&] { return state_after_step(epoch, position, result.rank_states); });
+    if (commits_every_step())
+      stop_checkpoint_->commit(epoch, position.step,
+                               [&] { return state_after_step(epoch, position); });
     log_.progress(progress_->trained(epoch, step + 1, position.images / position.seconds,
                                      position.loss_sum / position.images));
     board_.progress(step_->schedule().step_count(), position.loss_sum / position.images,
@@ -269,13 +274,16 @@ void Trainer::save(int64_t epoch) {
   stop_checkpoint_->save(epoch, state);
 }
 
-TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& position,
-                                        const at::Tensor& rank_states) const {
+TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& position) const {
   TrainingState state =
       TrainingState::at(data_->shape(options_, mpi_.size()), epoch, position, history_);
   step_->save(state);
-  batchnorm_->save_after_step(state, rank_states);
+  batchnorm_->save(state);
   return state.cloned();
+}
+
+bool Trainer::commits_every_step() const {
+  return mpi_.rank() == 0 || batchnorm_->varies_per_rank();
 }
 
 TrainResult Trainer::run() {
@@ -284,9 +292,10 @@ TrainResult Trainer::run() {
   apply_process_switches(switches_);
   const auto start = Clock::now();
   session_ = std::make_unique<RunSession>(options_, mpi_, log_);
-  StopCheckpoint::Writer writer;  // rank 0's: the other ranks keep no commits
-  if (mpi_.rank() == 0) writer = [this](const TrainingState& s) { return session_->save(s); };
-  stop_checkpoint_ = std::make_unique<StopCheckpoint>(writer, options_.out);
+  // Every rank writes its part of a stop's checkpoint: rank 0 the checkpoint, another rank its
+  // BatchNorm statistics where they differ per rank (commits_every_step).
+  stop_checkpoint_ = std::make_unique<StopCheckpoint>(
+      [this](const TrainingState& s) { return session_->save(s); }, options_.out, mpi_.rank() == 0);
   setup();
   TrainResult result;
   if (session_->resuming() && start_.epoch == options_.epochs) {
@@ -295,13 +304,14 @@ TrainResult Trainer::run() {
     return result;
   }
   if (options_.overwrite) session_->remove_earlier_run();
+  // Every rank has read its shard of the checkpoint (resume_run, collective).
+  if (session_->resuming()) session_->remove_stray_shards();
   // What a stop before the first step writes (after --overwrite's removal, which would take it).
   if (session_->resuming())
     stop_checkpoint_->commit_on_disk(start_.epoch, start_.position.step);
   else
-    stop_checkpoint_->commit(start_.epoch, 0, [&] {
-      return state_after_step(start_.epoch, EpochPosition{}, at::Tensor());
-    });
+    stop_checkpoint_->commit(start_.epoch, 0,
+                             [&] { return state_after_step(start_.epoch, EpochPosition{}); });
   EpochPosition position = start_.position;
   for (int64_t epoch = start_.epoch; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
     // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
@@ -310,6 +320,8 @@ TrainResult Trainer::run() {
     EpochMetrics metrics;
     if (complete) {
       metrics = training_metrics(epoch, position, step_->last_lr());
+      if (backend_->device_comm().backend() != "mpi")  // NCCL: the host time is the enqueueing
+        metrics.comm_share = std::numeric_limits<double>::quiet_NaN();
       // The split of a resumed epoch covers its steps since the start.
       if (position.seconds > 0)
         metrics.upload_share = data_->input->upload_seconds() / position.seconds;

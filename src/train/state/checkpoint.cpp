@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "pets/comm/communicator.hpp"
@@ -16,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* const kLatest = "latest";
+const char* const kShards = "shards";  // the state's record of the shards that belong to it
 
 std::string checkpoint_name(int64_t index) {
   return "ckpt-" + std::to_string(index) + ".safetensors";
@@ -35,23 +37,108 @@ bool is_fnv1a_digest(const std::string& text) {
   return text.size() == 16 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-}  // namespace
-
-std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
-                            const model::NamedTensors& tensors) {
+/// Writes `<dir>/<name>` with `state` (and its "index") and `tensors`, replaced atomically.
+std::string write_file(const std::string& dir, const std::string& name, int64_t index,
+                       const nlohmann::json& state, const model::NamedTensors& tensors) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) PETS_ERROR("cannot create checkpoint folder '" + dir + "': " + ec.message());
   nlohmann::json full = state;
   full["index"] = index;
   const std::string state_text = full.dump();
-  const std::string path = (fs::path(dir) / checkpoint_name(index)).string();
+  const std::string path = (fs::path(dir) / name).string();
   model::write_tensors(path, tensors,
                        {{"format", "pt"},
                         {model::kTrainingStateMetadataKey, state_text},
                         {"pets_digest", digest_of(state_text, tensors)}});
-  write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(index) + "\n");
   return path;
+}
+
+}  // namespace
+
+std::string write_checkpoint_file(const std::string& dir, int64_t index,
+                                  const nlohmann::json& state, const model::NamedTensors& tensors,
+                                  const std::optional<ShardSet>& shards) {
+  if (!shards) return write_file(dir, checkpoint_name(index), index, state, tensors);
+  nlohmann::json with = state;
+  with[kShards] = {{"epoch", shards->epoch}, {"step", shards->step}, {"ranks", shards->ranks}};
+  return write_file(dir, checkpoint_name(index), index, with, tensors);
+}
+
+void point_latest_at(const std::string& dir, int64_t index) {
+  write_file_atomically((fs::path(dir) / kLatest).string(), checkpoint_name(index) + "\n");
+}
+
+std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
+                            const model::NamedTensors& tensors) {
+  const std::string path = write_checkpoint_file(dir, index, state, tensors);
+  point_latest_at(dir, index);
+  return path;
+}
+
+std::string shard_file_name(const ShardKey& key) {
+  return "ckpt-" + std::to_string(key.index) + ".epoch-" + std::to_string(key.epoch) + ".step-" +
+         std::to_string(key.step) + ".rank-" + std::to_string(key.rank) + ".safetensors";
+}
+
+std::string write_shard_file(const std::string& dir, const ShardKey& key,
+                             const nlohmann::json& state, const model::NamedTensors& tensors) {
+  return write_file(dir, shard_file_name(key), key.index, state, tensors);
+}
+
+std::vector<std::string> remove_stray_shards(const std::string& dir) {
+  static const std::regex pattern(R"(ckpt-(\d+)\.epoch-(\d+)\.step-(\d+)\.rank-\d+\.safetensors)");
+  // Per checkpoint index: whether its file is there and readable, and the shards it records.
+  struct Owner {
+    bool readable = false;
+    std::optional<ShardSet> shards;
+  };
+  std::map<int64_t, std::optional<Owner>> owners;  // nullopt: no such checkpoint file
+  const auto owner_of = [&](int64_t index) -> const std::optional<Owner>& {
+    auto it = owners.find(index);
+    if (it != owners.end()) return it->second;
+    std::optional<Owner> owner;
+    std::error_code ec;
+    const fs::path path = fs::path(dir) / checkpoint_name(index);
+    if (fs::exists(path, ec)) {
+      owner.emplace();
+      try {
+        owner->shards = read_checkpoint(path.string()).shards;
+        owner->readable = true;
+      } catch (const std::exception&) {
+        // Unreadable now: its shards are kept, whatever they are.
+      }
+    }
+    return owners.emplace(index, owner).first->second;
+  };
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> removed;
+  for (const std::string& name : names) {
+    std::smatch m;
+    if (!std::regex_match(name, m, pattern)) continue;
+    const std::optional<Owner>& owner = owner_of(std::stoll(m[1]));
+    if (owner && !owner->readable) continue;
+    const bool belongs = owner && owner->shards && owner->shards->epoch == std::stoll(m[2]) &&
+                         owner->shards->step == std::stoll(m[3]);
+    std::error_code remove_error;
+    if (!belongs && fs::remove(fs::path(dir) / name, remove_error)) removed.push_back(name);
+  }
+  return removed;
+}
+
+std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards) {
+  std::vector<int> missing;
+  for (int r = 1; r < shards.ranks; ++r) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(dir) / shard_file_name({index, shards.epoch, shards.step, r}),
+                             ec))
+      missing.push_back(r);
+  }
+  return missing;
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
@@ -75,6 +162,9 @@ Checkpoint read_checkpoint(const std::string& path) {
   try {
     ckpt.state = nlohmann::json::parse(state_it->second);
     ckpt.index = ckpt.state.at("index").get<int64_t>();
+    if (const auto it = ckpt.state.find(kShards); it != ckpt.state.end())
+      ckpt.shards = ShardSet{it->at("epoch").get<int64_t>(), it->at("step").get<int64_t>(),
+                             it->at("ranks").get<int>()};
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(path + ": bad checkpoint state: " + e.what());
   }
@@ -105,7 +195,17 @@ std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
   for (const auto& [index, path] : candidates) {
     if (index > newest) continue;
     try {
-      return read_checkpoint(path);
+      Checkpoint ckpt = read_checkpoint(path);
+      if (!ckpt.shards) return ckpt;
+      const std::vector<int> missing = missing_shards(dir, index, *ckpt.shards);
+      if (missing.empty()) return ckpt;
+      std::string ranks;
+      for (const int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      throw UsageError(
+          path + ": the shard" + (missing.size() == 1 ? "" : "s") + " of rank" +
+          (missing.size() == 1 ? " " : "s ") + ranks + " (" +
+          shard_file_name({index, ckpt.shards->epoch, ckpt.shards->step, missing.front()}) +
+          (missing.size() == 1 ? ") is" : ", ...) are") + " not there");
     } catch (const IncompatibleCheckpoint&) {
       throw;  // older checkpoints are no better: the run must start afresh
     } catch (const UsageError& e) {

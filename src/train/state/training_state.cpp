@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <map>
 
 #include "pets/train/state/checkpoint.hpp"
@@ -83,7 +84,60 @@ TrainingState::Tensors TrainingState::tensors() const {
 }
 
 std::string TrainingState::save(const std::string& dir) const {
+  PETS_CHECK(!rank_shards, "a checkpoint with shards is committed once they are written");
   return save_checkpoint(dir, schedule_steps, to_json(), tensors());
+}
+
+std::string TrainingState::write(const std::string& dir) const {
+  return write_checkpoint_file(dir, schedule_steps, to_json(), tensors(), shards());
+}
+
+std::optional<ShardSet> TrainingState::shards() const {
+  if (!rank_shards) return std::nullopt;
+  return ShardSet{epoch, position.step, static_cast<int>(world_size)};
+}
+
+void TrainingState::commit(const std::string& dir) const { point_latest_at(dir, schedule_steps); }
+
+std::string TrainingState::save_shard(const std::string& dir, int rank) const {
+  PETS_CHECK(rank_shards && rank > 0 && rank < world_size,
+             "no shard of rank " + std::to_string(rank));
+  Tensors out;
+  for (const auto& [name, t] : model) out.emplace_back(kModelPrefix + name, t.cpu());
+  const nlohmann::json state = {
+      {"epoch", epoch}, {"step", position.step}, {"rank", rank}, {"world_size", world_size}};
+  return write_shard_file(dir, {schedule_steps, epoch, position.step, rank}, state, out);
+}
+
+TrainingState TrainingState::read_shard(const std::string& dir, int rank) const {
+  PETS_CHECK(rank_shards && rank > 0 && rank < world_size,
+             "no shard of rank " + std::to_string(rank));
+  const std::string path =
+      (std::filesystem::path(dir) / shard_file_name({schedule_steps, epoch, position.step, rank}))
+          .string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UsageError(path + ": rank " + std::to_string(rank) +
+                     "'s part of the checkpoint is not there");
+  const Checkpoint shard = read_checkpoint(path);
+  TrainingState s;
+  try {
+    const nlohmann::json& j = shard.state;
+    if (shard.index != schedule_steps || j.at("epoch").get<int64_t>() != epoch ||
+        j.at("step").get<int64_t>() != position.step || j.at("rank").get<int>() != rank ||
+        j.at("world_size").get<int64_t>() != world_size)
+      throw UsageError(path + ": not rank " + std::to_string(rank) + "'s part of checkpoint " +
+                       std::to_string(schedule_steps) + " at epoch " + std::to_string(epoch) +
+                       ", step " + std::to_string(position.step));
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(path + ": bad shard state: " + e.what());
+  }
+  for (const auto& [name, t] : shard.tensors) {
+    if (name.compare(0, std::char_traits<char>::length(kModelPrefix), kModelPrefix) != 0)
+      throw UsageError(path + ": unexpected tensor '" + name + "'");
+    s.model.emplace_back(name.substr(std::char_traits<char>::length(kModelPrefix)), t);
+  }
+  return s;
 }
 
 TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
@@ -106,6 +160,7 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
       it->at("id").get_to(s.store.id);
       it->at("path").get_to(s.store.path);
     }
+    s.rank_shards = ckpt.shards.has_value();
     if (const auto it = j.find("grad_scaler"); it != j.end())
       s.grad_scaler =
           GradScalerState{it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>()};

@@ -69,15 +69,6 @@ at::Tensor rank_buffer_row(const torch::nn::Module& module) {
   return pack(buffers);
 }
 
-at::Tensor gather_rank_buffers(const torch::nn::Module& module, const comm::MpiComm& mpi) {
-  const torch::Tensor mine = rank_buffer_row(module).cpu().contiguous();
-  const int count = static_cast<int>(mine.numel());
-  torch::Tensor all = torch::empty({mpi.size(), count}, torch::kFloat64);
-  PETS_MPI_CHECK(MPI_Gather(mine.data_ptr(), count, MPI_DOUBLE, all.data_ptr(), count, MPI_DOUBLE,
-                            0, mpi.get()));
-  return all;
-}
-
 void scatter_rank_buffers(torch::nn::Module& module, const at::Tensor& all, int rank) {
   PETS_CHECK(all.dim() == 2 && rank >= 0 && rank < all.size(0), "rank_buffers has the wrong shape");
   std::vector<torch::Tensor> buffers;
@@ -97,65 +88,26 @@ void BatchNormSync::synchronise() {
 void BatchNormSync::save(TrainingState& state) const {
   for (const auto& b : model_.named_buffers(true)) state.model.emplace_back(b.key(), b.value());
   // Mid-epoch, train-mode statistics differ per rank (they are averaged only before evaluation):
-  // keep every rank's, so that a resumed run continues each rank exactly.
-  if (state.mid_epoch() && mpi_.size() > 1) state.rank_buffers = gather_rank_buffers(model_, mpi_);
+  // each rank keeps its own, so that a resumed run continues each rank exactly.
+  state.rank_shards = state.mid_epoch() && varies_per_rank();
 }
 
 bool BatchNormSync::varies_per_rank() const { return train_mode_ && mpi_.size() > 1; }
 
-at::Tensor BatchNormSync::rank_row() const {
-  // Two copies per kind (a cat of like tensors, then the cast into the row), not one cast per
-  // buffer: this runs in every training step.
-  const BuffersByKind b = buffers_by_kind(model_);
-  int64_t floats = 0, ints = 0;
-  for (const auto& t : b.floats) floats += t.numel();
-  for (const auto& t : b.ints) ints += t.numel();
-  const torch::Device device = !b.floats.empty() ? b.floats[0].device()
-                               : !b.ints.empty() ? b.ints[0].device()
-                                                 : torch::kCPU;
-  torch::Tensor row =
-      torch::empty({floats + ints}, torch::TensorOptions(torch::kFloat64).device(device));
-  if (floats > 0) row.narrow(0, 0, floats).copy_(pack(b.floats));
-  if (ints > 0) row.narrow(0, floats, ints).copy_(pack(b.ints));
-  return row;
-}
-
-at::Tensor BatchNormSync::in_registration_order(const at::Tensor& rows) const {
-  // Column j of the result (registration order) is column index[j] of `rows` (by kind).
-  std::vector<int64_t> index;
-  int64_t next_float = 0, next_int = 0;
-  for (const auto& t : buffers_by_kind(model_).floats) next_int += t.numel();
-  for (const auto& b : model_.named_buffers(true)) {
-    int64_t& next = b.value().is_floating_point() ? next_float : next_int;
-    for (int64_t k = 0; k < b.value().numel(); ++k) index.push_back(next++);
-  }
-  PETS_CHECK(rows.dim() == 2 && rows.size(1) == static_cast<int64_t>(index.size()),
-             "the step's BatchNorm statistics do not match the model's buffers");
-  return rows.index_select(1, torch::tensor(index, torch::kInt64).to(rows.device()));
-}
-
-void BatchNormSync::save_after_step(TrainingState& state, const at::Tensor& rank_rows) const {
-  for (const auto& b : model_.named_buffers(true)) state.model.emplace_back(b.key(), b.value());
-  if (!state.mid_epoch() || mpi_.size() == 1) return;
-  if (varies_per_rank()) {
-    PETS_CHECK(rank_rows.defined() && rank_rows.size(0) == mpi_.size(),
-               "the step carried no BatchNorm statistics of every rank");
-    state.rank_buffers = in_registration_order(rank_rows.cpu());
-  } else {
-    state.rank_buffers =
-        rank_buffer_row(model_).cpu().unsqueeze(0).expand({mpi_.size(), -1}).contiguous();
-  }
-}
-
-void BatchNormSync::restore(const TrainingState& state, const std::string& path) {
+void BatchNormSync::restore(const TrainingState& state, const std::string& path,
+                            const TrainingState* own) {
   TrainingState::Tensors buffers;
   for (const auto& b : model_.named_buffers(true)) buffers.emplace_back(b.key(), b.value());
+  if ((state.rank_shards || state.rank_buffers.defined()) && state.world_size != mpi_.size())
+    throw UsageError(path + ": a mid-epoch checkpoint of " + std::to_string(state.world_size) +
+                     " ranks; resume it with as many");
+  if (state.rank_shards && mpi_.rank() != 0) {
+    PETS_CHECK(own != nullptr, "rank " + std::to_string(mpi_.rank()) + " has no shard to restore");
+    own->restore_model_tensors(buffers, path);
+    return;
+  }
   state.restore_model_tensors(buffers, path);
-  if (!state.rank_buffers.defined()) return;
-  if (state.rank_buffers.size(0) != mpi_.size())
-    throw UsageError(path + ": a mid-epoch checkpoint of " +
-                     std::to_string(state.rank_buffers.size(0)) + " ranks; resume it with as many");
-  scatter_rank_buffers(model_, state.rank_buffers, mpi_.rank());
+  if (state.rank_buffers.defined()) scatter_rank_buffers(model_, state.rank_buffers, mpi_.rank());
 }
 
 }  // namespace pets::train

@@ -25,22 +25,11 @@ TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
 
 TrainStep::~TrainStep() = default;
 
-StepSums::StepSums(int64_t weight_numel, int64_t bias_numel, int64_t ranks, int64_t state_numel,
-                   const c10::Device& device)
+StepSums::StepSums(int64_t weight_numel, int64_t bias_numel, const c10::Device& device)
     : weight_numel_(weight_numel),
       head_numel_(weight_numel + bias_numel),
-      ranks_(ranks),
-      state_numel_(state_numel),
-      buffer_(torch::zeros({head_numel_ + 3 + ranks * state_numel},
-                           torch::TensorOptions(torch::kFloat64).device(device))) {}
-
-at::Tensor StepSums::rank_row(int64_t rank) const {
-  return buffer_.narrow(0, head_numel_ + 3 + rank * state_numel_, state_numel_);
-}
-
-at::Tensor StepSums::rank_states() const {
-  return buffer_.narrow(0, head_numel_ + 3, ranks_ * state_numel_).view({ranks_, -1});
-}
+      buffer_(
+          torch::zeros({head_numel_ + 3}, torch::TensorOptions(torch::kFloat64).device(device))) {}
 
 StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_requested,
                           const model::FoldedBackbone* folded, const at::Tensor& images) {
@@ -58,16 +47,13 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
   }
-  const torch::Tensor mine = settings_.rank_state ? settings_.rank_state() : torch::Tensor();
-  StepSums sums(fc->weight.numel(), fc->bias.numel(), comm_.size(),
-                mine.defined() ? mine.numel() : 0, device);
+  StepSums sums(fc->weight.numel(), fc->bias.numel(), device);
   if (batch.n > 0) {
     sums.weight_grad().copy_(fc->weight.grad().flatten());
     sums.bias_grad().copy_(fc->bias.grad());
     sums.loss().copy_(loss.detach());  // on the device: no wait for the forward pass
     sums.images().fill_(static_cast<double>(batch.n));
   }
-  if (mine.defined() && mine.numel() > 0) sums.rank_row(comm_.rank()).copy_(mine);
   if (settings_.hooks.before_allreduce) settings_.hooks.before_allreduce(step);
   sums.stop().fill_(stop_requested() ? 1.0 : 0.0);
   comm_.allreduce_sum(sums.buffer());
@@ -76,17 +62,15 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const torch::Tensor totals = sums.totals().to(torch::kCPU);
   const double* total = totals.data_ptr<double>();
   // The gradient of the mean loss over the global batch: what one process holding all of it
-  // computes, also when the last batch is split unevenly (or empty on some ranks). Divided by a
+  // computes, also when the last batch is split unevenly (empty on some ranks). Divided by a
   // host number: a divisor on the device can round differently on CUDA.
   const double global_n = total[1];
   {
     torch::NoGradGuard no_grad;
-    const torch::Tensor grads = (sums.head_grad() / global_n).to(torch::kFloat32);
-    const int64_t weight_numel = fc->weight.numel();
+    // Tensors of their own, not views (zero_grad detaches them in place).
     fc->weight.mutable_grad() =
-        grads.narrow(0, 0, weight_numel).view_as(fc->weight).to(device, false, true);
-    fc->bias.mutable_grad() =
-        grads.narrow(0, weight_numel, fc->bias.numel()).to(device, false, true);
+        (sums.weight_grad() / global_n).view_as(fc->weight).to(torch::kFloat32);
+    fc->bias.mutable_grad() = (sums.bias_grad() / global_n).to(torch::kFloat32);
   }
   if (settings_.hooks.averaged) settings_.hooks.averaged(step, fc->weight.grad(), fc->bias.grad());
   StepResult result;
@@ -103,7 +87,6 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   }
   if (scaler_) scaler_->update(result.skipped);
   result.stop = total[2] > 0.0;
-  if (mine.defined() && mine.numel() > 0) result.rank_states = sums.rank_states();
   return result;
 }
 

@@ -19,7 +19,6 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/device/cuda_parts.hpp"
 #include "pets/train/run/backend.hpp"
-#include "pets/train/step/batchnorm_sync.hpp"
 #include "pets/train/step/train_step.hpp"
 #include "train/device/train_cuda_test_util.hpp"
 
@@ -59,12 +58,7 @@ TEST_P(StepWaits, OneReadOfTheDevicePerStepTwoUnderFp16) {
   pets::model::ResNet50d model = train_mode_model(backend->device());
   pets::train::OneCycleOptions schedule;
   schedule.total_steps = 10;
-  // Each step also carries this rank's BatchNorm statistics, as on several ranks under
-  // --bn-mode train (BatchNormSync::rank_row): no wait of its own either.
-  const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
-  pets::train::StepSettings settings = backend->step_settings();
-  settings.rank_state = [&batchnorm] { return batchnorm.rank_row(); };
-  pets::train::TrainStep step(*model, backend->device_comm(), schedule, settings);
+  pets::train::TrainStep step(*model, backend->device_comm(), schedule, backend->step_settings());
   pets::data::Batch batch;
   batch.n = 8;
   batch.h = batch.w = 64;

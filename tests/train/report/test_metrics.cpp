@@ -2,6 +2,8 @@
 // must not look like it), metrics.jsonl, and the arithmetic behind them.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -19,6 +21,8 @@ EpochMetrics sample() {
   p.images = 200;
   p.seconds = 8.0;
   p.wait_seconds = 0.2;
+  p.comm_bytes = 10 * 606528;
+  p.comm_seconds = 0.4;
   EpochMetrics m = pets::train::training_metrics(3, p, 1.5e-3);
   pets::train::set_evaluation(m, 35, 40, 0.5);
   m.upload_share = 0.0125;
@@ -31,6 +35,8 @@ TEST(Metrics, TrainingAndEvaluationArithmetic) {
   EXPECT_DOUBLE_EQ(m.train_loss, 2.79);
   EXPECT_DOUBLE_EQ(m.train_images_per_s, 25.0);
   EXPECT_DOUBLE_EQ(m.loader_wait_share, 0.025);
+  EXPECT_EQ(m.bytes_per_step, 606528);  // the mean over the epoch's steps
+  EXPECT_DOUBLE_EQ(m.comm_share, 0.05);
   EXPECT_DOUBLE_EQ(m.lr, 1.5e-3);
   EXPECT_DOUBLE_EQ(m.accuracy, 87.5);
   EXPECT_EQ(m.correct, 35);
@@ -88,16 +94,25 @@ TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
   const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "correct", "epoch", "eval_images_per_s",
-                                            "eval_seconds", "evaluated", "loader_wait_share", "lr",
-                                            "train_images_per_s", "train_loss", "train_seconds",
-                                            "upload_share"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "accuracy", "bytes_per_step", "comm_share", "correct", "epoch",
+                      "eval_images_per_s", "eval_seconds", "evaluated", "loader_wait_share", "lr",
+                      "train_images_per_s", "train_loss", "train_seconds", "upload_share"}));
   const EpochMetrics back = j.get<EpochMetrics>();
   EXPECT_EQ(nlohmann::json(back).dump(), j.dump());
-  // A line written before upload_share was recorded reads, with 0 there.
+  // A line written before upload_share, bytes_per_step and comm_share were recorded reads, with 0
+  // there (comm_share: not measured).
   nlohmann::json old = j;
-  old.erase("upload_share");
+  for (const char* key : {"upload_share", "bytes_per_step", "comm_share"}) old.erase(key);
   EXPECT_EQ(old.get<EpochMetrics>().upload_share, 0.0);
+  EXPECT_EQ(old.get<EpochMetrics>().bytes_per_step, 0);
+  EXPECT_TRUE(std::isnan(old.get<EpochMetrics>().comm_share));
+  // Not measured (on GPUs): written as null, read back as such.
+  EpochMetrics unmeasured = m;
+  unmeasured.comm_share = std::numeric_limits<double>::quiet_NaN();
+  const nlohmann::json with_null = unmeasured;
+  EXPECT_TRUE(with_null.at("comm_share").is_null());
+  EXPECT_TRUE(std::isnan(with_null.get<EpochMetrics>().comm_share));
   old.erase("lr");
   EXPECT_THROW(old.get<EpochMetrics>(), nlohmann::json::exception);
   EXPECT_EQ(back.accuracy, m.accuracy);
@@ -110,7 +125,16 @@ TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
   p.images = 32;
   p.seconds = 3.5;
   p.wait_seconds = 0.125;
+  p.comm_bytes = 4 * 606528;
+  p.comm_seconds = 0.25;
   const EpochPosition q = nlohmann::json(p).get<EpochPosition>();
+  EXPECT_EQ(q.comm_bytes, 4 * 606528);
+  EXPECT_EQ(q.comm_seconds, 0.25);
+  // A position written before the traffic was counted reads with none.
+  nlohmann::json earlier = p;
+  earlier.erase("comm_bytes");
+  earlier.erase("comm_seconds");
+  EXPECT_EQ(earlier.get<EpochPosition>().comm_bytes, 0);
   EXPECT_EQ(q.step, 4);
   EXPECT_EQ(q.loss_sum, 1.25);
   EXPECT_EQ(q.images, 32);

@@ -1,6 +1,7 @@
 // StopCheckpoint: on a stop signal, rank 0's thread writes the last state committed at once,
 // while the main thread is still busy in a step; later commits and the end-of-epoch checkpoint
-// write nothing then; after close() a signal writes nothing.
+// write nothing then; after close() a signal writes nothing. Another rank writes its last two
+// commits and every later one.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "pets/train/run/stop_checkpoint.hpp"
 #include "pets/train/run/stop_signal.hpp"
 #include "pets/train/state/training_state.hpp"
+#include "pets/util/error.hpp"
 
 namespace {
 
@@ -144,7 +146,49 @@ TEST_F(StopCheckpointTest, AfterCloseASignalWritesNothing) {
   EXPECT_EQ(written.count(), 0u);
 }
 
-TEST_F(StopCheckpointTest, OtherRanksKeepNothing) {
+// Another rank (not the leader): on a signal it writes its last two commits at once (rank 0
+// chose one of them, or chooses the next, which it writes at once too: every commit after),
+// prints no stop line, and nothing after close().
+TEST_F(StopCheckpointTest, AnotherRankWritesItsLastTwoCommitsAndEveryLaterOne) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out", /*leader=*/false);
+  stop.commit(0, 1, [] { return state(1, 1); });
+  stop.commit(0, 2, [] { return state(2, 2); });
+  stop.commit(0, 3, [] { return state(3, 3); });
+  ASSERT_EQ(written.count(), 0u);
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  const bool in_time = within(5.0, [&] { return written.count() == 2; });
+  stop.commit(0, 4, [] { return state(4, 4); });  // the step in flight completes: written too
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "nothing written within 5 s of the signal";
+  EXPECT_EQ(written.epochs, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(err.find("stopped by"), std::string::npos) << err;
+  EXPECT_TRUE(stop.close());
+}
+
+TEST_F(StopCheckpointTest, AnotherRankWritesItsPartWhenTheRanksAgreeToStop) {
+  Written written;
+  StopCheckpoint stop(writer(written), "out", /*leader=*/false);
+  stop.commit(0, 0, [] { return state(0, 0); });
+  stop.commit(0, 1, [] { return state(1, 1); });
+  stop.stop();  // the signal came to rank 0 only
+  EXPECT_EQ(written.epochs, (std::vector<int64_t>{0, 1}));
+}
+
+TEST_F(StopCheckpointTest, AnotherRanksFailedWriteFailsTheStop) {
+  StopCheckpoint stop([](const TrainingState&) -> std::string { throw pets::Error("disk full"); },
+                      "out", /*leader=*/false);
+  stop.commit(0, 1, [] { return state(1, 1); });
+  testing::internal::CaptureStderr();
+  EXPECT_THROW(stop.stop(), pets::Error);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("error: the stop's checkpoint was not written: disk full"), std::string::npos)
+      << err;
+}
+
+TEST_F(StopCheckpointTest, ARankWithNothingOfItsOwnKeepsNothing) {
   StopCheckpoint stop(nullptr, "out");
   bool made = false;
   stop.commit(0, 1, [&] {

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "pets/train/state/checkpoint.hpp"
 #include "pets/train/state/training_state.hpp"
@@ -217,6 +220,86 @@ TEST_F(TrainingStateTest, MissingPartsAreUsageErrorsNamingTheFile) {
   c = base;
   c.tensors.emplace_back("rank_buffers", torch::zeros({3}, torch::kFloat64));
   EXPECT_NE(refusal(c).find("not a [ranks, n] float64 tensor"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// A mid-epoch checkpoint whose other ranks keep their own BatchNorm statistics: rank 0's file
+// records which shards belong to it, is not the latest until they are all there, and each rank
+// reads back its own shard, refusing one of another state.
+TEST_F(TrainingStateTest, ShardsBelongToTheirCheckpointAndCompleteIt) {
+  TrainingState before = sample(false);
+  before.schedule_steps = 6;
+  before.save(dir_.string());
+  TrainingState s = sample(true);
+  s.rank_buffers = at::Tensor();
+  s.rank_shards = true;
+  s.world_size = 3;
+  EXPECT_THROW(s.save(dir_.string()), pets::Error);  // committed only once its shards are there
+  s.write(dir_.string());
+  s.commit(dir_.string());
+  std::vector<std::string> notices;
+  std::optional<pets::train::Checkpoint> found =
+      pets::train::load_latest_checkpoint(dir_.string(), &notices);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->index, 6);  // without its shards the newer one is not complete
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("ranks 1, 2 (ckpt-10.epoch-1.step-4.rank-1.safetensors, ...) are not "
+                            "there"),
+            std::string::npos)
+      << notices[0];
+  for (int rank = 1; rank < 3; ++rank) {
+    TrainingState part = s;
+    part.model = {{"bn1.running_mean", torch::full({5}, 1.0f * rank)},
+                  {"bn1.num_batches_tracked", torch::tensor(int64_t{11})}};
+    const std::string written = part.save_shard(dir_.string(), rank);
+    EXPECT_EQ(fs::path(written).filename(),
+              "ckpt-10.epoch-1.step-4.rank-" + std::to_string(rank) + ".safetensors");
+  }
+  EXPECT_THROW(s.save_shard(dir_.string(), 0), pets::Error);  // rank 0's part is the checkpoint
+  notices.clear();
+  found = pets::train::load_latest_checkpoint(dir_.string(), &notices);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(notices.empty());
+  EXPECT_EQ(found->index, 10);
+  const TrainingState read = TrainingState::from_checkpoint(*found);
+  EXPECT_TRUE(read.rank_shards);
+  EXPECT_FALSE(read.rank_buffers.defined());
+  for (int rank = 1; rank < 3; ++rank) {
+    const TrainingState own = read.read_shard(dir_.string(), rank);
+    ASSERT_EQ(own.model.size(), 2u);
+    EXPECT_EQ(own.model[0].first, "bn1.running_mean");
+    EXPECT_TRUE(torch::equal(own.model[0].second, torch::full({5}, 1.0f * rank)));
+  }
+  // A shard of another step under this one's name: refused, naming it.
+  TrainingState later = s;
+  later.position.step = 5;
+  const std::string other = later.save_shard(dir_.string(), 2);
+  fs::rename(other, dir_ / "ckpt-10.epoch-1.step-4.rank-2.safetensors");
+  try {
+    read.read_shard(dir_.string(), 2);
+    FAIL() << "a shard of another step was read";
+  } catch (const pets::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-2.safetensors: not rank 2's part of checkpoint 10 "
+                                         "at epoch 1, step 4"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(dir_ / "ckpt-10.epoch-1.step-4.rank-2.safetensors");
+  EXPECT_THROW(read.read_shard(dir_.string(), 2), pets::UsageError);
+  // Shards of no checkpoint (another step a stop wrote; an index without a file) are removed,
+  // those that belong to one stay.
+  later.save_shard(dir_.string(), 1);
+  TrainingState nowhere = s;
+  nowhere.schedule_steps = 99;
+  nowhere.save_shard(dir_.string(), 1);
+  EXPECT_EQ(pets::train::remove_stray_shards(dir_.string()),
+            (std::vector<std::string>{"ckpt-10.epoch-1.step-5.rank-1.safetensors",
+                                      "ckpt-99.epoch-1.step-4.rank-1.safetensors"}));
+  EXPECT_NO_THROW(read.read_shard(dir_.string(), 1));
+  EXPECT_TRUE(pets::train::remove_stray_shards(dir_.string()).empty());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// BatchNorm statistics across ranks (mpiexec -n 2): averaged before evaluation, every rank's kept
-// for a mid-epoch checkpoint and restored to each rank; and PETS_VERIFY_RANKS's digest check.
+// BatchNorm statistics across ranks (mpiexec -n 2): averaged before evaluation, each rank's own
+// kept for a mid-epoch checkpoint and restored to each rank; and PETS_VERIFY_RANKS's digest check.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -54,54 +54,80 @@ TEST_F(BatchNormSyncTest, AveragesStatisticsAndTakesRankZerosCounters) {
   }
 }
 
-TEST_F(BatchNormSyncTest, EveryRanksBuffersGatheredAndRestored) {
+// An earlier pets_train's mid-epoch checkpoint holds every rank's buffers as rows: each row
+// restores that rank's model.
+TEST_F(BatchNormSyncTest, AnEarlierCheckpointsRowsRestoreEachRank) {
   torch::nn::Sequential m = model_of_rank(mpi_.rank());
-  const torch::Tensor all = pets::train::gather_rank_buffers(*m, mpi_);
-  ASSERT_EQ(all.sizes(), (std::vector<int64_t>{2, buffers(*m).numel()}));
-  if (mpi_.rank() == 0) {
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_TRUE(torch::equal(all[r], buffers(*model_of_rank(r)))) << "row " << r;
-      // Each row restores that rank's model into a model of another rank.
-      torch::nn::Sequential other = model_of_rank(1 - r);
-      pets::train::scatter_rank_buffers(*other, all, r);
-      EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(r))));
-    }
+  const torch::Tensor all = torch::stack({pets::train::rank_buffer_row(*model_of_rank(0)),
+                                          pets::train::rank_buffer_row(*model_of_rank(1))});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(torch::equal(all[r], buffers(*model_of_rank(r)))) << "row " << r;
+    torch::nn::Sequential other = model_of_rank(1 - r);
+    pets::train::scatter_rank_buffers(*other, all, r);
+    EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(r))));
   }
   torch::nn::Sequential wider(torch::nn::BatchNorm2d(5), torch::nn::BatchNorm2d(2));
   EXPECT_THROW(pets::train::scatter_rank_buffers(*wider, torch::zeros({2, 22}, torch::kFloat64), 0),
                pets::Error);
   EXPECT_THROW(pets::train::scatter_rank_buffers(*m, all, 2), pets::Error);
+  // Through restore(), as a resumed run reads such a checkpoint on every rank.
+  pets::train::BatchNormSync sync(*m, mpi_, comm_, /*train_mode=*/true);
+  pets::train::TrainingState earlier;
+  earlier.world_size = 2;
+  earlier.position.step = 3;
+  for (const auto& b : model_of_rank(0)->named_buffers(true))
+    earlier.model.emplace_back(b.key(), b.value());
+  earlier.rank_buffers = all;
+  torch::nn::Sequential other = model_of_rank(1 - mpi_.rank());
+  pets::train::BatchNormSync restored(*other, mpi_, comm_, true);
+  restored.restore(earlier, "ckpt");
+  EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
 }
 
 TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
   torch::nn::Sequential m = model_of_rank(mpi_.rank());
   pets::train::BatchNormSync sync(*m, mpi_, comm_, /*train_mode=*/true);
-  // Mid-epoch: the buffers by name, and every rank's (on rank 0).
+  ASSERT_TRUE(sync.varies_per_rank());
+  // Mid-epoch: this rank's buffers by name, and the mark that every other rank keeps its own
+  // (no collective: rank 1 saves without rank 0).
   pets::train::TrainingState mid;
+  mid.world_size = 2;
   mid.position.step = 3;
   sync.save(mid);
   ASSERT_EQ(mid.model.size(), 6u);  // running mean, var and count of both
   EXPECT_EQ(mid.model[0].first, "0.running_mean");
-  ASSERT_TRUE(mid.rank_buffers.defined());
-  // At an epoch's end (after synchronise) the buffers alone.
+  EXPECT_TRUE(mid.rank_shards);
+  EXPECT_FALSE(mid.rank_buffers.defined());
+  // At an epoch's end (after synchronise) the buffers alone; in eval mode never shards.
   pets::train::TrainingState end;
+  end.world_size = 2;
   sync.save(end);
-  EXPECT_FALSE(end.rank_buffers.defined());
-  // Restored into a model of the other rank: this rank's own statistics again.
+  EXPECT_FALSE(end.rank_shards);
+  pets::train::BatchNormSync eval_sync(*m, mpi_, comm_, false);
+  EXPECT_FALSE(eval_sync.varies_per_rank());
+  pets::train::TrainingState eval_mid;
+  eval_mid.position.step = 3;
+  eval_sync.save(eval_mid);
+  EXPECT_FALSE(eval_mid.rank_shards);
+  // Restored into a model of the other rank: rank 0 from the checkpoint (rank 0's buffers, as
+  // every rank reads them), rank 1 from its own shard: each rank's own statistics again.
   torch::nn::Sequential other = model_of_rank(1 - mpi_.rank());
   pets::train::BatchNormSync restored(*other, mpi_, comm_, true);
   pets::train::TrainingState saved = mid;
-  if (mpi_.rank() != 0)  // rank 0's gathered rows, as a resumed run reads them on every rank
-    saved.rank_buffers = torch::zeros_like(mid.rank_buffers);
-  MPI_Bcast(saved.rank_buffers.data_ptr(), static_cast<int>(saved.rank_buffers.numel()), MPI_DOUBLE,
-            0, mpi_.get());
-  for (auto& [name, t] : saved.model) t = t.clone();
-  restored.restore(saved, "ckpt");
+  for (auto& [name, t] : saved.model) {
+    t = t.clone();
+    MPI_Bcast(t.data_ptr(), static_cast<int>(t.nbytes()), MPI_BYTE, 0, mpi_.get());
+  }
+  pets::train::TrainingState own;  // what TrainingState::read_shard gives rank 1
+  for (const auto& [name, t] : mid.model) own.model.emplace_back(name, t.clone());
+  if (mpi_.rank() != 0)
+    EXPECT_THROW(restored.restore(saved, "ckpt"), pets::Error);  // no shard given
+  restored.restore(saved, "ckpt", &own);
   EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
   // A checkpoint of another rank count, a missing buffer: refused, naming the file.
   pets::train::TrainingState three = saved;
-  three.rank_buffers = torch::zeros({3, saved.rank_buffers.size(1)}, torch::kFloat64);
-  EXPECT_THROW(restored.restore(three, "ckpt"), pets::UsageError);
+  three.world_size = 3;
+  EXPECT_THROW(restored.restore(three, "ckpt", &own), pets::UsageError);
   pets::train::TrainingState missing = end;
   missing.model.pop_back();
   EXPECT_THROW(restored.restore(missing, "ckpt"), pets::UsageError);
@@ -111,36 +137,6 @@ TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
   EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
   sync.synchronise();
   EXPECT_FALSE(torch::equal(buffers(*m), buffers(*model_of_rank(mpi_.rank()))));
-}
-
-// A training step carries every rank's rank_row() (each rank's row of zeros but its own, summed);
-// a stop checkpoint saved from those rows holds what the collective gather would have: every
-// rank's buffers in registration order, although the row groups them by kind.
-TEST_F(BatchNormSyncTest, RowsCarriedByAStepSaveAsTheGatherDoes) {
-  torch::nn::Sequential m = model_of_rank(mpi_.rank());
-  pets::train::BatchNormSync sync(*m, mpi_, comm_, /*train_mode=*/true);
-  ASSERT_TRUE(sync.varies_per_rank());
-  const torch::Tensor mine = sync.rank_row();
-  ASSERT_EQ(mine.scalar_type(), torch::kFloat64);
-  ASSERT_EQ(mine.numel(), buffers(*m).numel());
-  torch::Tensor rows = torch::zeros({2, mine.numel()}, torch::kFloat64);
-  rows[mpi_.rank()].copy_(mine);
-  comm_.allreduce_sum(rows);
-  pets::train::TrainingState state;
-  state.position.step = 3;
-  sync.save_after_step(state, rows);
-  const torch::Tensor gathered = pets::train::gather_rank_buffers(*m, mpi_);
-  if (mpi_.rank() == 0) {
-    ASSERT_TRUE(state.rank_buffers.defined());
-    EXPECT_TRUE(torch::equal(state.rank_buffers, gathered));
-    for (int r = 0; r < 2; ++r)
-      EXPECT_TRUE(torch::equal(state.rank_buffers[r], buffers(*model_of_rank(r)))) << "row " << r;
-  }
-  // Rows of another model's length are refused, not misread.
-  pets::train::TrainingState other;
-  other.position.step = 3;
-  EXPECT_THROW(sync.save_after_step(other, torch::zeros({2, mine.numel() + 1}, torch::kFloat64)),
-               pets::Error);
 }
 
 TEST_F(BatchNormSyncTest, DigestCheckNamesTheRankThatDiffers) {

@@ -26,6 +26,12 @@ struct EpochMetrics {
   /// Of loader_wait_share, the share spent handing batches to the device (enqueueing their upload
   /// and resize); the rest waited for the loader's threads. 0 on the CPU input path.
   double upload_share = 0.0;
+  /// Payload in bytes this rank handed to a training step's collectives, mean over the epoch's
+  /// steps (rank 0's; the same on every rank, and at every number of ranks).
+  int64_t bytes_per_step = 0;
+  /// Share of rank 0's step time spent in the steps' collectives; NaN (null in JSON) where it is
+  /// not measured: on GPUs, where NCCL's collectives run on the device's stream.
+  double comm_share = 0.0;
 };
 
 /// Where the run stands inside an epoch: the sums its metrics come from, and what a mid-epoch
@@ -36,6 +42,8 @@ struct EpochPosition {
   int64_t images = 0;         ///< global images of those steps
   double seconds = 0.0;       ///< rank 0's training time
   double wait_seconds = 0.0;  ///< of which waiting for the loader
+  int64_t comm_bytes = 0;     ///< payload rank 0 handed to those steps' collectives
+  double comm_seconds = 0.0;  ///< rank 0's time in them (host time: see comm::Traffic)
 };
 
 /// The training half of an epoch's metrics (the evaluation's fields stay 0); `lr` is the lr of

@@ -21,7 +21,7 @@ namespace pets::train {
 /// The files of a run that pets_train writes into --out, found by their names: only these are
 /// ever removed (--overwrite); anything else in the folder is the user's.
 struct RunFiles {
-  std::vector<std::string> checkpoints;  ///< ckpt-<N>.safetensors
+  std::vector<std::string> checkpoints;  ///< ckpt-<N>.safetensors and the ranks' shards of them
   std::vector<std::string> results;      ///< latest, metrics.jsonl, model/best.safetensors
   std::vector<std::string> temporaries;  ///< <one of the above>.tmp.<pid>, left by a crash
 

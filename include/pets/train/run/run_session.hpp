@@ -6,7 +6,9 @@
 
 #include <torch/nn/module.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +51,20 @@ class RunSession {
   /// continue, and its path in `path`; notices of checkpoints refused go to the log. Throws
   /// pets::UsageError on every rank when there is none or it cannot continue (collective).
   TrainingState read_latest(const RunShape& current, std::string& path) const;
-  /// Rank 0 writes `state` as the newest checkpoint; its path (empty on the other ranks).
-  std::string save(const TrainingState& state) const;
+  /// This rank's part of a checkpoint of `state`, on every rank (StopCheckpoint's writer; no
+  /// collective). Rank 0 writes the checkpoint file and, when the other ranks keep parts of it
+  /// (state.rank_shards), waits for their shards (up to `shard_wait`) before pointing `latest` at
+  /// it; returns its path. Another rank writes its shard when the state has one and returns its
+  /// path (else writes nothing: empty). Throws pets::Error naming the ranks whose shards did not
+  /// come (`latest` then still names the previous checkpoint).
+  std::string save(const TrainingState& state,
+                   std::chrono::duration<double> shard_wait = std::chrono::seconds(60)) const;
+  /// Rank 0, once every rank has read its shard of the checkpoint resumed from: removes the
+  /// shards that belong to no checkpoint in --out (remove_stray_shards), with a notice.
+  void remove_stray_shards() const;
+  /// On a rank other than 0, its shard of `state` when the state has rank shards (read by
+  /// read_latest); else nothing. Throws pets::UsageError naming the shard when it cannot be read.
+  std::optional<TrainingState> read_own_shard(const TrainingState& state) const;
   /// Rank 0 (re)writes metrics.jsonl with every epoch of `history`.
   void write_metrics(const std::vector<EpochMetrics>& history) const;
   /// Rank 0 exports `model` (timm's names, `card` as its metadata: exported_model.hpp) as `name`

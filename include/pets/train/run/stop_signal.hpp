@@ -2,7 +2,7 @@
 /// \file
 /// The stop request: SIGUSR1 (Slurm's warning before preemption), SIGTERM (what mpirun sends on
 /// Ctrl-C, and Slurm on scancel) and SIGINT (Ctrl-C reaching the rank itself: a single process,
-/// `srun --disable-status`, `srun --pty`) only record the signal and wake rank 0's stop thread
+/// `srun --disable-status`, `srun --pty`) only record the signal and wake the rank's stop thread
 /// (StopCheckpoint, stop_checkpoint.hpp), which writes the checkpoint of the last step completed
 /// at once; the ranks agree on the stop through the step's allreduce (before each evaluation
 /// batch, and once more after each end-of-epoch checkpoint) and then end.

@@ -17,11 +17,19 @@
 
 namespace pets::train {
 
+/// The shards that belong to a checkpoint: those of ranks 1 .. ranks - 1 at (epoch, step).
+struct ShardSet {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  int ranks = 0;
+};
+
 struct Checkpoint {
-  int64_t index = 0;            ///< position in the run (the trainer uses optimiser steps)
-  nlohmann::json state;         ///< scheduler position, config hash, labels, ...
-  model::NamedTensors tensors;  ///< fc, Adam moments, BatchNorm statistics
-  std::string path;             ///< where it was read from
+  int64_t index = 0;               ///< position in the run (the trainer uses optimiser steps)
+  std::optional<ShardSet> shards;  ///< the other ranks' shards that belong to it, if any
+  nlohmann::json state;            ///< scheduler position, config hash, labels, ...
+  model::NamedTensors tensors;     ///< fc, Adam moments, BatchNorm statistics
+  std::string path;                ///< where it was read from
 };
 
 /// Writes `<dir>/ckpt-<index>.safetensors`, then points `<dir>/latest` at it. `index` orders
@@ -29,6 +37,34 @@ struct Checkpoint {
 /// Returns the checkpoint's path.
 std::string save_checkpoint(const std::string& dir, int64_t index, const nlohmann::json& state,
                             const model::NamedTensors& tensors);
+/// save_checkpoint's two halves: the file alone (returns its path), recording the shards that
+/// belong to it, and `latest` pointed at it (once they are all written).
+std::string write_checkpoint_file(const std::string& dir, int64_t index,
+                                  const nlohmann::json& state, const model::NamedTensors& tensors,
+                                  const std::optional<ShardSet>& shards = std::nullopt);
+void point_latest_at(const std::string& dir, int64_t index);
+
+/// Where a rank other than 0 keeps its part of a checkpoint that every rank's part belongs to (a
+/// mid-epoch checkpoint under --bn-mode train, where each rank's BatchNorm statistics differ):
+/// `ckpt-<index>.epoch-<epoch>.step-<step>.rank-<rank>.safetensors` beside the checkpoint
+/// (`index` alone does not name one state: an fp16 step whose update was skipped keeps it).
+/// Written by that rank, in the same format (its JSON state in the metadata, a digest).
+struct ShardKey {
+  int64_t index = 0;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  int rank = 0;
+};
+std::string shard_file_name(const ShardKey& key);
+/// Writes a shard into `dir` (replaced atomically; `latest` is left alone); returns its path.
+std::string write_shard_file(const std::string& dir, const ShardKey& key,
+                             const nlohmann::json& state, const model::NamedTensors& tensors);
+/// Removes the shards in `dir` that belong to no checkpoint there (at a stop each other rank
+/// writes its last two states, and rank 0's checkpoint takes one of them); keeps those of a
+/// checkpoint it cannot read. Returns the names removed.
+std::vector<std::string> remove_stray_shards(const std::string& dir);
+/// The ranks of `shards` whose shard of checkpoint `index` `dir` does not hold.
+std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards);
 
 /// A checkpoint written by an older pets_train in a format this one does not read (its digest):
 /// not damage, so no older checkpoint is tried in its place.
@@ -42,8 +78,9 @@ class IncompatibleCheckpoint : public UsageError {
 /// pets_train wrote it.
 Checkpoint read_checkpoint(const std::string& path);
 
-/// The newest complete checkpoint in `dir`: the one `latest` names, or, when that one is damaged,
-/// the newest older one that verifies (each refusal is reported through `notices`). Empty when
+/// The newest complete checkpoint in `dir`: the one `latest` names, or, when that one is damaged
+/// or a shard of it is missing, the newest older one that verifies (each refusal is reported
+/// through `notices`). Empty when
 /// `dir` holds none. Throws IncompatibleCheckpoint at the first checkpoint an older pets_train
 /// wrote: the run must start afresh.
 std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,

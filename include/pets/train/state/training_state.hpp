@@ -14,10 +14,9 @@
 
 #include "pets/train/options/resume_check.hpp"
 #include "pets/train/report/metrics.hpp"
+#include "pets/train/state/checkpoint.hpp"
 
 namespace pets::train {
-
-struct Checkpoint;
 
 /// fp16's dynamic loss scaling (GradScaler) as saved.
 struct GradScalerState {
@@ -49,9 +48,13 @@ struct TrainingState {
   /// buffer (BatchNorm statistics). The frozen weights come from --pretrained (or the seeded
   /// init) again on resume.
   Tensors model;
-  /// Mid-epoch with several ranks (train-mode BatchNorm statistics differ per rank until the
-  /// next evaluation averages them): every rank's buffers, [world_size, n] float64. Undefined
-  /// otherwise.
+  /// Mid-epoch with several ranks under --bn-mode train, where each rank's BatchNorm statistics
+  /// differ until the next evaluation averages them: `model` holds rank 0's, and every other rank
+  /// writes its own beside the checkpoint (save_shard). A checkpoint is complete, and `latest`,
+  /// once all of them are there.
+  bool rank_shards = false;
+  /// Checkpoints of an earlier pets_train kept every rank's buffers here instead, [world_size, n]
+  /// float64 (read, never written). Undefined otherwise.
   at::Tensor rank_buffers;
   std::vector<at::Tensor> adam_exp_avg, adam_exp_avg_sq;  ///< per head parameter
 
@@ -72,7 +75,22 @@ struct TrainingState {
   /// The checkpoint's tensors, on the CPU.
   Tensors tensors() const;
   /// Writes `<dir>/ckpt-<schedule_steps>.safetensors` and points `latest` at it; returns its path.
+  /// A state with rank_shards must not: write() it, then commit() once its shards are there.
   std::string save(const std::string& dir) const;
+  /// The checkpoint file alone (`latest` is left alone); returns its path.
+  std::string write(const std::string& dir) const;
+  /// The shards that belong to this state's checkpoint (rank_shards), else nothing.
+  std::optional<ShardSet> shards() const;
+  /// Points `latest` at this state's checkpoint.
+  void commit(const std::string& dir) const;
+
+  /// Rank `rank`'s shard of this state's checkpoint: `model` (its BatchNorm buffers, all that
+  /// differs per rank) written into `dir` (shard_file_name); returns its path.
+  std::string save_shard(const std::string& dir, int rank) const;
+  /// Reads rank `rank`'s shard of this state's checkpoint (rank_shards) from `dir`: a state whose
+  /// `model` holds that rank's buffers. Throws pets::UsageError naming the shard when it is
+  /// missing, damaged or of another state.
+  TrainingState read_shard(const std::string& dir, int rank) const;
 
   /// Copies the saved values of `targets` (state-dict names, as in `model`) into them. Throws
   /// pets::UsageError naming `path` and the tensor when one is missing.
