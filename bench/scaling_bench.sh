@@ -16,11 +16,11 @@
 # step's collectives does not depend on where the ranks run.
 #
 # Per N, from the run folders (bench/scaling_report.py): step_ms (rank 0's training seconds over
-# the epoch's steps), comm_share and bytes_per_step (metrics.jsonl's fields of those names, null
-# while pets_train does not write them), ckpt_bytes_rank0 (the mid-epoch ckpt-<S>.safetensors) and
-# ckpt_bytes_per_other_rank (the mean of the shards ckpt-<S>.epoch-<E>.step-<P>.rank-<R>.safetensors
-# it records, null when there are none), link_bytes (what the hosts sent over their links during the uninterrupted job,
-# start-up and evaluation included). The JSON report goes to --report (default
+# the epoch's steps), comm_share and bytes_per_step (metrics.jsonl's fields of those names),
+# ckpt_bytes_rank0 (the mid-epoch ckpt-<S>.safetensors) and ckpt_bytes_per_other_rank (the mean of
+# the shards ckpt-<S>.epoch-<E>.step-<P>.rank-<R>.safetensors it records, null when there are
+# none), link_bytes (what the hosts sent over their links during the uninterrupted job, start-up
+# and evaluation included). The JSON report goes to --report (default
 # $PETS_BUILD/bench-work/scaling.json), the table to stderr. Needs root (network namespaces) and
 # Slurm, as the multinode tests do; everything it writes is under $PETS_BUILD/bench-work/scaling,
 # and the cluster is stopped however the script ends. Not a ctest test: a full run takes several
@@ -40,7 +40,7 @@ ranks_list="2 4 8 12 16"
 link=1gbit
 report=""
 one_host=0
-per_class=40
+per_class=4
 image_size=64
 batch_size=1
 while [ $# -gt 0 ]; do
@@ -99,8 +99,9 @@ export TMPDIR=$work/tmp
 # than spinning on it (Open MPI does so by itself only under an mpirun that knows it oversubscribes).
 export OMPI_MCA_mpi_yield_when_idle=1
 
-# The data set: 3 breeds, 80 % of them training images, stored at 1.5 times the crop.
-"$bin/pets_synth" --out "$work/data/images" --classes 3 --per-class "$per_class" --seed 7 >/dev/null
+# The data set: the tutorial's 37 breeds (so that the step carries its head), --per-class images of
+# each, 80 % of them training images, stored at 1.5 times the crop.
+"$bin/pets_synth" --out "$work/data/images" --classes 37 --per-class "$per_class" --seed 7 >/dev/null
 "$bin/pets_preprocess" --images "$work/data/images" --out "$work/data/pets.h5" \
   --max-side $((image_size * 3 / 2)) >"$work/data/preprocess.txt" 2>&1 ||
   { cat "$work/data/preprocess.txt" >&2; exit 1; }

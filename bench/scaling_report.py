@@ -115,10 +115,9 @@ def main():
     for row in table:
         print("  ".join(v.rjust(w) for v, w in zip(row, widths)), file=sys.stderr)
     if missing:
-        print(f"missing in metrics.jsonl: {', '.join(sorted(missing))} (pets_train does not write "
-              "them yet)", file=sys.stderr)
-    if any(r.get("shards") == 0 and r.get("ckpt") for r in runs):
-        print("no checkpoint shards: rank 0's mid-epoch file holds every rank's state",
+        print(f"missing in metrics.jsonl: {', '.join(sorted(missing))}", file=sys.stderr)
+    if any(r.get("ckpt") and r.get("shards") != r.get("shards_expected") for r in runs):
+        print("a stop's checkpoint lacks shards of some ranks (shards vs shards_expected)",
               file=sys.stderr)
     return 1 if any("error" in r for r in runs) else 0
 

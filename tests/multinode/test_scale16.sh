@@ -7,7 +7,8 @@
 # checkpoint. Checks: the stop names one step, mid-epoch (step > 0), the run resumes there, the
 # checkpoint folder after the stop holds the files of a mid-epoch checkpoint of 16 ranks (rank 0's
 # file and one shard per other rank: check_shards), and the resumed run ends bitwise equal to the
-# uninterrupted one. Prints the wall time of each part.
+# uninterrupted one; the same 16 ranks on this one host under a plain mpirun train bitwise as on
+# 4 hosts. Prints the wall time of each part.
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 require_cluster
@@ -49,6 +50,25 @@ grep -q "pets_train: $kRanks ranks on $kHosts hosts, " "$log" ||
   { show_logs "$log"; fail "pets_train's start-up line does not say $kRanks ranks on $kHosts hosts"; }
 grep -q ", 6 steps/epoch, " "$log" || { show_logs "$log"; fail "the epoch is not 6 steps"; }
 check_run_folder "$out/run" "$TRAIN_EPOCHS"
+
+# --- the same 16 ranks on one host ----------------------------------------------------------------
+# A plain mpirun on this machine (oversubscribed) with the options jobs/train.sbatch passed: the
+# placement changes nothing, to the bit.
+read -r -a train_args <<<"$TRAIN_ARGS"
+start=$(date +%s.%N)
+mpirun --oversubscribe --bind-to none -np "$kRanks" "$PETS_BIN/pets_train" --data "$DATA_H5" \
+  --out "$out/one-host" --threads 1 --epochs "$TRAIN_EPOCHS" --batch-size "$TRAIN_BATCH" \
+  --max-lr 3e-2 --mixed-precision no --seed 42 "${train_args[@]}" </dev/null >"$out/one-host.out" 2>&1 ||
+  { show "$out/one-host.out"; fatal "mpirun -np $kRanks on this host failed"; }
+echo "one host: mpirun -np $kRanks in $(elapsed_since "$start") s"
+grep -q "pets_train: $kRanks ranks on 1 host, " "$out/one-host.out" ||
+  { show "$out/one-host.out"; fail "the one-host run's start-up line does not say $kRanks ranks on 1 host"; }
+echo "$kRanks ranks on 4 hosts vs on one:"
+if same_bits "$out/run" "$out/one-host"; then
+  pass "$kRanks ranks on $kHosts hosts and on one host bitwise equal"
+else
+  fail "$kRanks ranks on $kHosts hosts and on one host differ"
+fi
 
 # --- stopped mid-epoch, requeued, resumed --------------------------------------------------------
 run=$out/preempted

@@ -75,7 +75,7 @@ for k in $(seq 1 $((epochs - 1))); do
   cmp -s full/model.safetensors "after_$k/model.safetensors" ||
     fail "resumed after epoch $k: final weights differ from the uninterrupted run's"
   # Timings differ; the epochs' results do not (the earlier ones come from the checkpoint).
-  results() { sed -E 's/"(eval_images_per_s|eval_seconds|loader_wait_share|upload_share|train_images_per_s|train_seconds)":[^,}]*,?//g' "$1"; }
+  results() { sed -E 's/"(eval_images_per_s|eval_seconds|loader_wait_share|upload_share|comm_share|train_images_per_s|train_seconds)":[^,}]*,?//g' "$1"; }
   [ "$(results full/metrics.jsonl)" = "$(results "after_$k/metrics.jsonl")" ] ||
     fail "resumed after epoch $k: metrics.jsonl lost or changed the results of some epoch"
 done

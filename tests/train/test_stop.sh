@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Ctrl-C as a user presses it. 1. SIGINT to a plain mpirun (Open MPI's default kill timeout, 1 s)
 # while a step takes far longer: Open MPI passes it to the ranks as SIGTERM, rank 0 writes the
-# checkpoint of the last step completed at once and prints one line naming the step and
-# `--resume --out DIR`, before mpirun kills the ranks; that command alone continues to the
-# model of a run never stopped. A bad --data under a plain mpirun ends at once. 2. SIGINT to mpirun while rank 0 writes
+# checkpoint of the last step completed at once (each other rank its shard) and prints one line
+# naming the step and `--resume --out DIR`, before mpirun kills the ranks; that command alone
+# continues to the model of a run never stopped; at 2, 4 and 16 ranks, with the same bytes per
+# step and per shard. A bad --data under a plain mpirun ends at once. 2. SIGINT to mpirun while rank 0 writes
 # the final model, with Open MPI's default kill timeout (1 s): the writer is killed before its
 # rename, so no model.safetensors, only its temporary file; the next start removes that file
 # (its process is gone) but keeps those it cannot check (another host's, a running process's)
@@ -59,11 +60,12 @@ temps() { find "$1" -maxdepth 1 -name '*.tmp.*' -printf '%f\n' | sort; }
 
 # ---- 1. Ctrl-C to a plain mpirun mid-epoch, during a long step -----------------------------------
 # Open MPI's defaults: mpirun sends the ranks SIGTERM 1 s after Ctrl-C and SIGKILL 1 s later. Rank 0
-# spends 60 s in the step after epoch 1, step 5, far longer than that: the checkpoint of the last
-# step completed (epoch 1, step 5) must be on disk, rank 0's file and every other rank's shard of
-# its BatchNorm statistics (--bn-mode train), and the line printed, before the kill. Then
-# `--resume --out DIR` alone continues to the very accuracies and model of a run never stopped.
-# At 2 and at 4 ranks: what each rank sends per step and writes at the stop does not grow.
+# spends 60 s in the step after epoch 1, step K (5, or the epoch's middle when it is shorter), and
+# Ctrl-C comes 2 s into it: the checkpoint of the last step completed (epoch 1, step K) must be on
+# disk, rank 0's file and every other rank's shard of its BatchNorm statistics (--bn-mode train),
+# and the line printed, before the kill. Then `--resume --out DIR` alone continues to the very
+# accuracies and model of a run never stopped. At 2, 4 and 16 ranks: what each rank sends per
+# step and writes at the stop does not grow.
 run1_args=(--data pets.h5 --batch-size 2 --eval-batch-size 8 --max-lr 3e-2 --seed 42 --epochs 2)
 # The bytes a rank hands to a step's collectives: the head's gradient (3 classes) and 3 numbers,
 # in float64, at any number of ranks.
@@ -74,20 +76,22 @@ bytes_per_step() { python3 -c "import json, sys; [print(json.loads(l)['bytes_per
 
 # ctrl_c_in_a_long_step NP: the case above at NP ranks; sets shard_size (bytes of rank 1's shard).
 ctrl_c_in_a_long_step() {
-  local np=$1 run=run1-np$1 never=run0-np$1 steps pause ckpt r
+  local np=$1 run=run1-np$1 never=run0-np$1 steps k pause ckpt r
   run_np "$np" "$train" "${run1_args[@]}" --out "$never" >"$never.out" 2>"$never.err" ||
     { show "$never.err"; fatal "run 1, $np ranks (never stopped): exit $?"; }
   check_eq "run 1, $np ranks: bytes per step of each epoch" "$(bytes_per_step "$never" | tr '\n' ' ')" \
     "$step_bytes $step_bytes "
   steps=$(sed -nE 's/.* ([0-9]+) steps\/epoch,.*/\1/p' "$never.err" | head -n1)
   [ -n "$steps" ] || { show "$never.err"; fatal "run 1, $np ranks: no steps per epoch in the start-up line"; }
-  pause=$((steps + 5)) # the steps taken before it: epoch 1, step 5 is the last completed
+  k=$((steps > 10 ? 5 : steps / 2))
+  pause=$((steps + k)) # the steps taken before it: epoch 1, step K is the last completed
   ckpt=ckpt-$pause.safetensors
   rm -f status1.*
   RANK_STATUS=$PWD/status1 PETS_PAUSE_STEP=$pause:60 start_np "$np" -x RANK_STATUS -x PETS_PAUSE_STEP \
     ./rank.sh "$train" "${run1_args[@]}" --out "$run" >"$run.out" 2>"$run.err"
   wait_for "$run.err" "^pausing in step $pause " 600 "$np_pid" ||
     { show "$run.err"; fatal "run 1, $np ranks: rank 0 never reached step $pause"; }
+  sleep 2 # Ctrl-C 2 s into the step
   start=$SECONDS
   kill -INT "$np_pid"
   wait_for "$run.err" '^stopped by' 10 "$np_pid" || fail "run 1, $np ranks: no stop line within 10 s of Ctrl-C"
@@ -98,16 +102,16 @@ ctrl_c_in_a_long_step() {
   check_eq "run 1, $np ranks: stop lines (rank 0 only)" "$(grep -c '^stopped by signal' "$run.err")" 1
   stop=$(grep '^stopped by signal' "$run.err")
   echo "run 1, $np ranks: $stop"
-  check_eq "run 1, $np ranks: the stop line" "$stop" "stopped by signal 15 at epoch 1, step 5 (SIGTERM); \
+  check_eq "run 1, $np ranks: the stop line" "$stop" "stopped by signal 15 at epoch 1, step $k (SIGTERM); \
 checkpoint written in $run; continue with --resume: pets_train --resume --out $run (the checkpoint \
 records every other option; jobs/train.sbatch and jobs/interactive.sh add --resume themselves)"
   check_eq "run 1, $np ranks: the latest checkpoint" "$(cat "$run/latest")" "$ckpt"
-  check_eq "run 1, $np ranks: its state" "$(state_of "$run/$ckpt")" "epoch 1, step 5"
+  check_eq "run 1, $np ranks: its state" "$(state_of "$run/$ckpt")" "epoch 1, step $k"
   for ((r = 1; r < np; r++)); do
-    [ -s "$run/${ckpt%.safetensors}.epoch-1.step-5.rank-$r.safetensors" ] ||
+    [ -s "$run/${ckpt%.safetensors}.epoch-1.step-$k.rank-$r.safetensors" ] ||
       fail "run 1, $np ranks: no shard of rank $r for $ckpt: $(ls "$run" | tr '\n' ' ')"
   done
-  shard_size=$(stat -c %s "$run/${ckpt%.safetensors}.epoch-1.step-5.rank-1.safetensors")
+  shard_size=$(stat -c %s "$run/${ckpt%.safetensors}.epoch-1.step-$k.rank-1.safetensors")
   echo "run 1, $np ranks: $ckpt $(stat -c %s "$run/$ckpt") bytes, each other rank's shard $shard_size bytes"
   [ ! -e "$run/model.safetensors" ] || fail "run 1, $np ranks: stopped, yet a final model was written"
   [ -z "$(temps "$run")" ] || fail "run 1, $np ranks: temporary files left: $(temps "$run")"
@@ -117,8 +121,8 @@ records every other option; jobs/train.sbatch and jobs/interactive.sh add --resu
   done
   run_np "$np" "$train" --resume --out "$run" >"$run-b.out" 2>"$run-b.err" ||
     { show "$run-b.err"; fatal "run 1, $np ranks: --resume --out $run exit $?"; }
-  grep -q "^resumed from $run/$ckpt at epoch 1, step 5\$" "$run-b.err" ||
-    { fail "run 1, $np ranks: --resume did not continue at epoch 1, step 5"; show "$run-b.err"; }
+  grep -q "^resumed from $run/$ckpt at epoch 1, step $k\$" "$run-b.err" ||
+    { fail "run 1, $np ranks: --resume did not continue at epoch 1, step $k"; show "$run-b.err"; }
   check_eq "run 1, $np ranks: accuracies after --resume" "$(tail -n 1 "$never.out")" "$(cat "$run-b.out")"
   cmp -s "$run/model.safetensors" "$never/model.safetensors" ||
     fail "run 1, $np ranks: the resumed run's model differs from the never-stopped run's"
@@ -128,6 +132,8 @@ ctrl_c_in_a_long_step 2
 shard_2=$shard_size
 ctrl_c_in_a_long_step 4
 check_eq "run 1: a shard's bytes at 2 and at 4 ranks" "$shard_2" "$shard_size"
+ctrl_c_in_a_long_step 16
+check_eq "run 1: a shard's bytes at 2 and at 16 ranks" "$shard_2" "$shard_size"
 
 # A mistake under a plain mpirun ends the job at once: one error line, status 2.
 start=$SECONDS

@@ -27,6 +27,16 @@ void print_line(const std::string& line) {
   std::fflush(stderr);
 }
 
+// Another rank's shard that could not be written: a warning, since rank 0 decides the stop's
+// outcome (it names the ranks whose shards are missing and keeps the previous checkpoint as the
+// latest) and a job that ends in an error, aborting every rank, has its one error line already.
+void warn_shard_not_written(const std::string& why) {
+  print_line(
+      "warning: a shard of the stop's checkpoint was not written, so the checkpoint before "
+      "it stays the latest: " +
+      why);
+}
+
 }  // namespace
 
 StopCheckpoint::StopCheckpoint(Writer writer, std::string out, bool leader)
@@ -120,7 +130,7 @@ void StopCheckpoint::write_parts() {
     }
   }
   write_lock.unlock();
-  if (!error.empty()) print_line("error: the stop's checkpoint was not written: " + error);
+  if (!error.empty()) warn_shard_not_written(error);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
@@ -160,7 +170,7 @@ void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
   try {
     writer_(*committed->state);
   } catch (const std::exception& e) {
-    print_line(std::string("error: the stop's checkpoint was not written: ") + e.what());
+    warn_shard_not_written(e.what());
     std::lock_guard<std::mutex> lock(mutex_);
     if (error_.empty()) error_ = e.what();
   }
