@@ -133,11 +133,26 @@ link_sent() {
   echo "$total"
 }
 
+# Waits (at most 60 s) until no pets_train of an earlier job is left on this machine (the cluster's
+# hosts share its processes): jobs never overlap, in the figures or in Open MPI's start-up.
+wait_quiet() {
+  local i
+  for i in $(seq 0 240); do
+    if ! pgrep -x pets_train >/dev/null; then
+      [ "$i" = 0 ] || log "waited $((i / 4)) s for an earlier job's pets_train to end"
+      return 0
+    fi
+    sleep 0.25
+  done
+  log "pets_train processes of an earlier job still running: $(pgrep -x pets_train | tr '\n' ' ')"
+}
+
 # Submits jobs/train.sbatch with N ranks into run folder $2 (output file $2.out), further
 # environment settings after; prints the job id.
 submit() {
   local n=$1 run=$2 hosts per_host
   shift 2
+  wait_quiet
   hosts=$((n < kHosts ? n : kHosts))
   per_host=$(((n + hosts - 1) / hosts))
   env "$@" PETS_BIN="$bin" PETS_DATA="$work/data/pets.h5" PETS_OUT="$run" PETS_EPOCHS=1 \
@@ -152,6 +167,7 @@ submit() {
 start_mpirun() {
   local n=$1 run=$2
   shift 2
+  wait_quiet
   env "$@" mpirun --oversubscribe -np "$n" "$bin/pets_train" --data "$work/data/pets.h5" --out "$run" \
     --epochs 1 --batch-size "$batch_size" --eval-batch-size 4 --device cpu --image-size "$image_size" \
     --threads 1 >"$run.out" 2>&1 </dev/null &

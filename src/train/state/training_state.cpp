@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "pets/train/state/checkpoint.hpp"
 #include "pets/util/error.hpp"
@@ -102,8 +103,11 @@ void TrainingState::commit(const std::string& dir) const { point_latest_at(dir, 
 std::string TrainingState::save_shard(const std::string& dir, int rank) const {
   PETS_CHECK(rank_shards && rank > 0 && rank < world_size,
              "no shard of rank " + std::to_string(rank));
+  const std::set<std::string> names(per_rank.begin(), per_rank.end());
   Tensors out;
-  for (const auto& [name, t] : model) out.emplace_back(kModelPrefix + name, t.cpu());
+  for (const auto& [name, t] : model)
+    if (names.count(name) != 0) out.emplace_back(kModelPrefix + name, t.cpu());
+  PETS_CHECK(out.size() == names.size(), "a shard names tensors the state does not hold");
   const nlohmann::json state = {
       {"epoch", epoch}, {"step", position.step}, {"rank", rank}, {"world_size", world_size}};
   return write_shard_file(dir, {schedule_steps, epoch, position.step, rank}, state, out);

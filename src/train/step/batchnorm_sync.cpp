@@ -90,6 +90,8 @@ void BatchNormSync::save(TrainingState& state) const {
   // Mid-epoch, train-mode statistics differ per rank (they are averaged only before evaluation):
   // each rank keeps its own, so that a resumed run continues each rank exactly.
   state.rank_shards = state.mid_epoch() && varies_per_rank();
+  if (state.rank_shards)
+    for (const auto& b : model_.named_buffers(true)) state.per_rank.push_back(b.key());
 }
 
 bool BatchNormSync::varies_per_rank() const { return train_mode_ && mpi_.size() > 1; }

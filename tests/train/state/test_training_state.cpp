@@ -252,13 +252,19 @@ TEST_F(TrainingStateTest, ShardsBelongToTheirCheckpointAndCompleteIt) {
       << notices[0];
   for (int rank = 1; rank < 3; ++rank) {
     TrainingState part = s;
-    part.model = {{"bn1.running_mean", torch::full({5}, 1.0f * rank)},
+    // The head is the same on every rank: the shard holds the names of per_rank alone.
+    part.model = {{"fc.weight", torch::full({3, 2}, 7.0f)},
+                  {"bn1.running_mean", torch::full({5}, 1.0f * rank)},
                   {"bn1.num_batches_tracked", torch::tensor(int64_t{11})}};
+    part.per_rank = {"bn1.running_mean", "bn1.num_batches_tracked"};
     const std::string written = part.save_shard(dir_.string(), rank);
     EXPECT_EQ(fs::path(written).filename(),
               "ckpt-10.epoch-1.step-4.rank-" + std::to_string(rank) + ".safetensors");
   }
   EXPECT_THROW(s.save_shard(dir_.string(), 0), pets::Error);  // rank 0's part is the checkpoint
+  TrainingState unknown = s;
+  unknown.per_rank = {"bn9.running_mean"};
+  EXPECT_THROW(unknown.save_shard(dir_.string(), 1), pets::Error);  // a name it does not hold
   notices.clear();
   found = pets::train::load_latest_checkpoint(dir_.string(), &notices);
   ASSERT_TRUE(found);
@@ -269,7 +275,7 @@ TEST_F(TrainingStateTest, ShardsBelongToTheirCheckpointAndCompleteIt) {
   EXPECT_FALSE(read.rank_buffers.defined());
   for (int rank = 1; rank < 3; ++rank) {
     const TrainingState own = read.read_shard(dir_.string(), rank);
-    ASSERT_EQ(own.model.size(), 2u);
+    ASSERT_EQ(own.model.size(), 2u);  // fc.weight left out
     EXPECT_EQ(own.model[0].first, "bn1.running_mean");
     EXPECT_TRUE(torch::equal(own.model[0].second, torch::full({5}, 1.0f * rank)));
   }

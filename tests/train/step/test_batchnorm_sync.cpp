@@ -97,12 +97,15 @@ TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
   ASSERT_EQ(mid.model.size(), 6u);  // running mean, var and count of both
   EXPECT_EQ(mid.model[0].first, "0.running_mean");
   EXPECT_TRUE(mid.rank_shards);
+  ASSERT_EQ(mid.per_rank.size(), 6u);  // what the shard holds: every buffer
+  EXPECT_EQ(mid.per_rank[0], "0.running_mean");
   EXPECT_FALSE(mid.rank_buffers.defined());
   // At an epoch's end (after synchronise) the buffers alone; in eval mode never shards.
   pets::train::TrainingState end;
   end.world_size = 2;
   sync.save(end);
   EXPECT_FALSE(end.rank_shards);
+  EXPECT_TRUE(end.per_rank.empty());
   pets::train::BatchNormSync eval_sync(*m, mpi_, comm_, false);
   EXPECT_FALSE(eval_sync.varies_per_rank());
   pets::train::TrainingState eval_mid;

@@ -53,6 +53,9 @@ struct TrainingState {
   /// writes its own beside the checkpoint (save_shard). A checkpoint is complete, and `latest`,
   /// once all of them are there.
   bool rank_shards = false;
+  /// With rank_shards: the names in `model` whose values differ per rank (the BatchNorm
+  /// buffers), all that a shard holds.
+  std::vector<std::string> per_rank;
   /// Checkpoints of an earlier pets_train kept every rank's buffers here instead, [world_size, n]
   /// float64 (read, never written). Undefined otherwise.
   at::Tensor rank_buffers;
@@ -84,8 +87,8 @@ struct TrainingState {
   /// Points `latest` at this state's checkpoint.
   void commit(const std::string& dir) const;
 
-  /// Rank `rank`'s shard of this state's checkpoint: `model` (its BatchNorm buffers, all that
-  /// differs per rank) written into `dir` (shard_file_name); returns its path.
+  /// Rank `rank`'s shard of this state's checkpoint: the tensors of `model` named in per_rank
+  /// (its BatchNorm buffers) written into `dir` (shard_file_name); returns its path.
   std::string save_shard(const std::string& dir, int rank) const;
   /// Reads rank `rank`'s shard of this state's checkpoint (rank_shards) from `dir`: a state whose
   /// `model` holds that rank's buffers. Throws pets::UsageError naming the shard when it is
