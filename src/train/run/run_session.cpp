@@ -76,20 +76,13 @@ std::string RunSession::save(const TrainingState& state,
   const std::string path = state.write(options_.out);
   if (const auto shards = state.shards()) {
     // Each rank writes its shard when the stop reaches it (the same signal, or the ranks'
-    // agreement): milliseconds apart on a shared file system.
-    // Each look asks only for the shards still missing: one file system lookup a rank.
+    // agreement): milliseconds apart on a shared file system. Each look asks only for the
+    // shards still missing.
     const auto deadline = std::chrono::steady_clock::now() + shard_wait;
     std::vector<int> missing = missing_shards(options_.out, state.schedule_steps, *shards);
     while (!missing.empty() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      std::vector<int> still;
-      for (const int r : missing) {
-        std::error_code ec;
-        const ShardKey key{state.schedule_steps, shards->epoch, shards->step, r};
-        if (!fs::is_regular_file(fs::path(options_.out) / shard_file_name(key), ec))
-          still.push_back(r);
-      }
-      missing = std::move(still);
+      missing = missing_shards(options_.out, state.schedule_steps, *shards, &missing);
     }
     if (!missing.empty()) {
       std::string ranks;

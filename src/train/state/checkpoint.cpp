@@ -130,9 +130,13 @@ std::vector<std::string> remove_stray_shards(const std::string& dir) {
   return removed;
 }
 
-std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards) {
+std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards,
+                                const std::vector<int>* among) {
+  std::vector<int> all;
+  if (among == nullptr)
+    for (int r = 1; r < shards.ranks; ++r) all.push_back(r);
   std::vector<int> missing;
-  for (int r = 1; r < shards.ranks; ++r) {
+  for (const int r : among != nullptr ? *among : all) {
     std::error_code ec;
     if (!fs::is_regular_file(fs::path(dir) / shard_file_name({index, shards.epoch, shards.step, r}),
                              ec))

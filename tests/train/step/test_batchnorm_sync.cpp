@@ -123,8 +123,9 @@ TEST_F(BatchNormSyncTest, SavesAndRestoresItsOwnState) {
   }
   pets::train::TrainingState own;  // what TrainingState::read_shard gives rank 1
   for (const auto& [name, t] : mid.model) own.model.emplace_back(name, t.clone());
-  if (mpi_.rank() != 0)
+  if (mpi_.rank() != 0) {
     EXPECT_THROW(restored.restore(saved, "ckpt"), pets::Error);  // no shard given
+  }
   restored.restore(saved, "ckpt", &own);
   EXPECT_TRUE(torch::equal(buffers(*other), buffers(*model_of_rank(mpi_.rank()))));
   // A checkpoint of another rank count, a missing buffer: refused, naming the file.

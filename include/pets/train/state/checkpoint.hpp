@@ -63,8 +63,10 @@ std::string write_shard_file(const std::string& dir, const ShardKey& key,
 /// writes its last two states, and rank 0's checkpoint takes one of them); keeps those of a
 /// checkpoint it cannot read. Returns the names removed.
 std::vector<std::string> remove_stray_shards(const std::string& dir);
-/// The ranks of `shards` whose shard of checkpoint `index` `dir` does not hold.
-std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards);
+/// The ranks of `shards` (or of `among` alone, when given) whose shard of checkpoint `index`
+/// `dir` does not hold.
+std::vector<int> missing_shards(const std::string& dir, int64_t index, const ShardSet& shards,
+                                const std::vector<int>* among = nullptr);
 
 /// A checkpoint written by an older pets_train in a format this one does not read (its digest):
 /// not damage, so no older checkpoint is tried in its place.
