@@ -104,6 +104,33 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       out[precision]["loss_scale"] = scaler->scale();
       out[precision]["skipped_steps"] = skipped;
     }
+    // A sweep of kSweepHeads heads (--max-lr with as many values) over the same backbone pass:
+    // its step time over the single head's, the share of a step each head adds, and the bytes
+    // the step hands to its collectives with 1 head and with kSweepHeads.
+    constexpr int kSweepHeads = 8;
+    const std::vector<pets::train::OneCycleOptions> schedules(kSweepHeads, schedule);
+    pets::train::TrainStep sweep_step(*model, backend->device_comm(), schedules,
+                                      backend->step_settings());
+    const auto bytes_of = [&](pets::train::TrainStep& s) {
+      const pets::comm::Traffic before = backend->device_comm().traffic();
+      s.run(
+          batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
+      return backend->device_comm().traffic().since(before).bytes;
+    };
+    const auto sweep_times = time_calls(
+        [&] {
+          sweep_step.run(
+              batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
+        },
+        c.warmup, c.min_iters, c.min_seconds);
+    const double sweep_per_step = mean(sweep_times);
+    out[precision]["sweep"] = {
+        {"heads", kSweepHeads},
+        {"seconds_per_step", sweep_per_step},
+        {"over_one_head", sweep_per_step / per_step},
+        {"share_per_added_head", (sweep_per_step - per_step) / per_step / (kSweepHeads - 1)},
+        {"bytes_per_step_one_head", bytes_of(train_step)},
+        {"bytes_per_step", bytes_of(sweep_step)}};
   }
   // What each step adds for a stop: every rank keeps a copy of the state after the step (rank 0
   // the checkpoint's, the others their BatchNorm statistics under --bn-mode train; the trainer's

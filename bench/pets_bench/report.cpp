@@ -72,6 +72,12 @@ void print_measurements(const json& r) {
   row("%-34s %11.1f%% %11.1f%%", "model step / roofline",
       100 * ms["fp32"]["roofline_fraction"].get<double>(),
       100 * ms["bf16"]["roofline_fraction"].get<double>());
+  row("%-34s %12.3f %12.3f", "  8 heads (a sweep) / 1 head",
+      ms["fp32"]["sweep"]["over_one_head"].get<double>(),
+      ms["bf16"]["sweep"]["over_one_head"].get<double>());
+  row("%-34s %12lld %12lld", "  bytes per step, 1 / 8 heads",
+      ms["fp32"]["sweep"]["bytes_per_step_one_head"].get<long long>(),
+      ms["fp32"]["sweep"]["bytes_per_step"].get<long long>());
   if (r.contains("model_step_default_malloc")) {
     const auto& dm = r.at("model_step_default_malloc");
     row("%-34s %12.2f %12.2f", "  same, glibc's default malloc",
@@ -248,6 +254,8 @@ int check_report(const std::string& path) {
                         "/model_step/bf16/images_per_s",
                         "/model_step/fp32/roofline_fraction",
                         "/model_step/bf16/roofline_fraction",
+                        "/model_step/fp32/sweep/over_one_head",
+                        "/model_step/fp32/sweep/bytes_per_step_one_head",
                         "/loader/images_per_s",
                         "/loader/images",
                         "/loader/images_per_cpu_s",
@@ -267,6 +275,13 @@ int check_report(const std::string& path) {
   for (const char* p : {"/roofline/fp16/gflops", "/model_step/fp16/images_per_s",
                         "/model_step/fp16/roofline_fraction"})
     if (cuda) positive(r, p);
+  // A sweep's step hands over each head's buffer: heads times one head's bytes.
+  if (r.contains("/model_step/fp32/sweep"_json_pointer)) {
+    const json& sw = r["model_step"]["fp32"]["sweep"];
+    if (sw["bytes_per_step"].get<int64_t>() !=
+        sw["heads"].get<int64_t>() * sw["bytes_per_step_one_head"].get<int64_t>())
+      failures.push_back("/model_step/fp32/sweep: bytes_per_step is not heads x one head's");
+  }
   if (r.contains("/flops/conv_calls"_json_pointer) &&
       r["flops"]["conv_calls"] != r["flops"]["conv_modules"])
     failures.push_back("/flops: conv_calls != conv_modules");

@@ -39,7 +39,7 @@ cp -r run_a run_a.copy
 
 # 2b. A new run into the folder of a finished one: refused, nothing changed.
 expect_usage "a new run into an earlier run's folder" \
-  "--out run_a holds an earlier run (latest, metrics.jsonl, model.safetensors and 2 checkpoints): continue it with --resume, start over with --overwrite" \
+  "--out run_a holds an earlier run (confusion.json, latest, metrics.jsonl, model.safetensors and 2 checkpoints): continue it with --resume, start over with --overwrite" \
   run_np 2 "$train" "${common[@]}" --out run_a
 [ "$(digest run_a)" = "$(digest run_a.copy)" ] || fail "the refused run changed run_a"
 
@@ -79,7 +79,7 @@ check_eq "--overwrite: epoch lines" "$(grep -c '^epoch' over.out)" 1
 check_eq "--overwrite: lines in metrics.jsonl" "$(wc -l < run_a/metrics.jsonl)" 1
 check_eq "--overwrite: checkpoints left" "$(ls run_a/ckpt-*.safetensors | wc -l)" 1
 check_eq "--overwrite: the user's file" "$(cat run_a/notes.txt 2> /dev/null)" "my notes"
-grep -q "removed the earlier run's 5 files" over.err || { fail "--overwrite does not say what it removed"; show over.err; }
+grep -q "removed the earlier run's 6 files" over.err || { fail "--overwrite does not say what it removed"; show over.err; }
 
 # 4b. --resume with a mistyped --out: refused, and no folder appears there.
 expect_usage "--resume with a mistyped --out" \

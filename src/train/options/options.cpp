@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -31,6 +32,7 @@ std::string text_of(int value) { return std::to_string(value); }
 std::string text_of(double value) { return format_number(value); }
 std::string text_of(bool value) { return value ? "true" : "false"; }
 std::string text_of(const std::string& value) { return value; }
+std::string text_of(const std::vector<double>& values) { return max_lr_text(values); }
 
 /// One training option: its key, its help line and its value in `TrainOptions` as a user types
 /// it. entries() is the one list of them: --help, the parser's defaults and the config file all
@@ -110,7 +112,11 @@ std::vector<Entry> entries(const TrainOptions& o) {
                    "side in pixels of the square training crops and of the evaluation resize "
                    "(the tutorial's 224; at least 32)",
                    o.image_size)),
-      fixed(valued("max-lr", "OneCycle peak learning rate (Adam starts at max-lr/25)", o.max_lr)),
+      fixed(valued("max-lr",
+                   "OneCycle peak learning rate (Adam starts at max-lr/25); a comma-separated "
+                   "list trains one head per value over one backbone pass (a sweep), the best on "
+                   "held-out accuracy chosen",
+                   text_of(o.max_lr))),
       fixed(valued("mixed-precision", "no | bf16 | fp16 (fp16 needs a CUDA device)",
                    to_string(o.mixed_precision))),
       fixed(valued("seed", "random seed (0 .. 2^64-1)", std::to_string(o.seed))),
@@ -238,9 +244,7 @@ TrainOptions to_options(const po::variables_map& vm) {
   // ResNet-50d halves the input five times.
   if (o.image_size < 32)
     usage("--image-size must be at least 32, got " + std::to_string(o.image_size));
-  o.max_lr = vm["max-lr"].as<double>();
-  if (!std::isfinite(o.max_lr) || o.max_lr <= 0)
-    usage("--max-lr must be a positive number, got " + format_number(o.max_lr));
+  o.max_lr = parse_max_lr(vm["max-lr"].as<std::string>());
   o.mixed_precision = parse_enum(
       vm, "mixed-precision", {MixedPrecision::kNo, MixedPrecision::kBf16, MixedPrecision::kFp16});
   o.seed = unsigned_option(vm["seed"].as<std::string>(), "--seed");
@@ -293,6 +297,34 @@ void add_entry(std::ostringstream& out, const std::string& key, const std::strin
 }
 
 }  // namespace
+
+std::vector<double> parse_max_lr(const std::string& text) {
+  std::vector<double> values;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const std::string where = "--max-lr '" + text + "'";
+    if (item.empty()) usage(where + (text.empty() ? ": no value" : ": an empty value in the list"));
+    double value = 0.0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (ec != std::errc() || ptr != item.data() + item.size())
+      usage(where + ": '" + item + "' is not a number");
+    if (!std::isfinite(value) || value <= 0)
+      usage(where + ": learning rates must be positive, got " + item);
+    if (std::find(values.begin(), values.end(), value) != values.end())
+      usage(where + ": " + item + " is given twice");
+    values.push_back(value);
+    if (end == text.size()) return values;
+    begin = end + 1;
+  }
+}
+
+std::string max_lr_text(const std::vector<double>& values) {
+  std::string text;
+  for (const double v : values) text += (text.empty() ? "" : ",") + format_number(v);
+  return text;
+}
 
 std::string to_string(MixedPrecision value) {
   switch (value) {

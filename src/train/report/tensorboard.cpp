@@ -59,6 +59,13 @@ void TensorBoardLog::epoch(std::int64_t step, const EpochMetrics& m) {
       values.push_back({"train/images_per_s", static_cast<float>(m.train_images_per_s)});
       values.push_back({"train/lr", static_cast<float>(m.lr)});
     }
+    // A sweep: a series per head besides the run's (which follow the epoch's best head).
+    for (std::size_t k = 0; k < m.heads.size(); ++k) {
+      const std::string head = "/head_" + std::to_string(k);
+      values.push_back({"eval/accuracy" + head, static_cast<float>(m.heads[k].accuracy)});
+      values.push_back({"train/loss" + head, static_cast<float>(m.heads[k].train_loss)});
+      values.push_back({"train/lr" + head, static_cast<float>(m.heads[k].lr)});
+    }
     w.add_scalars(step, values);
     last_train_step_ = step;
   });

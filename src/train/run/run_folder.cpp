@@ -29,12 +29,12 @@ const std::regex& checkpoint_pattern() {
 }
 const std::regex& temporary_pattern() {
   static const std::regex r(
-      R"((ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors|latest|metrics\.jsonl|)"
+      R"((ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors|latest|metrics\.jsonl|confusion\.json|)"
       R"((model|best)\.safetensors)\.tmp\.\d+)");
   return r;
 }
-const char* const kResultNames[] = {"latest", "metrics.jsonl", "model.safetensors",
-                                    "best.safetensors"};
+const char* const kResultNames[] = {"latest", "metrics.jsonl", "confusion.json",
+                                    "model.safetensors", "best.safetensors"};
 
 std::string errno_text(int err) { return std::strerror(err); }
 

@@ -7,6 +7,7 @@
 
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/comm/program.hpp"
+#include "pets/data/loader.hpp"
 #include "pets/train/options/resume_check.hpp"
 #include "pets/train/run/run_folder.hpp"
 #include "pets/train/state/checkpoint.hpp"
@@ -110,10 +111,29 @@ std::optional<TrainingState> RunSession::read_own_shard(const TrainingState& sta
   return state.read_shard(options_.out, mpi_.rank());
 }
 
-void RunSession::write_metrics(const std::vector<EpochMetrics>& history) const {
+void RunSession::write_metrics(const std::vector<EpochMetrics>& history,
+                               const std::vector<std::string>& labels) const {
   if (mpi_.rank() != 0) return;
   write_file_atomically((fs::path(options_.out) / "metrics.jsonl").string(),
-                        metrics_jsonl(history));
+                        metrics_jsonl(history, labels));
+}
+
+void RunSession::write_confusion(const EpochMetrics& epoch,
+                                 const std::vector<std::vector<int64_t>>& confusions,
+                                 const std::vector<std::string>& labels) const {
+  if (mpi_.rank() != 0) return;
+  write_file_atomically((fs::path(options_.out) / kConfusionFileName).string(),
+                        confusion_json(epoch, options_.max_lr, confusions, labels).dump() + "\n");
+}
+
+ModelCard RunSession::card(const data::Loader& loader, const EpochMetrics* epoch,
+                           bool with_epoch) const {
+  ModelCard c = model_card(loader, with_epoch ? epoch : nullptr);
+  if (options_.max_lr.size() > 1) {
+    c.sweep = options_.max_lr;
+    c.head = epoch != nullptr ? epoch->head : 0;
+  }
+  return c;
 }
 
 std::string RunSession::export_model(const torch::nn::Module& model, const ModelCard& card,
@@ -132,7 +152,7 @@ void RunSession::keep_best(const std::vector<EpochMetrics>& history, const torch
   const std::string kept = (fs::path(options_.out) / kBestModelFileName).string();
   if (&best == &history.back())
     log_.note("[epoch " + std::to_string(best.epoch) + "] best so far: model kept as " +
-              export_model(model, model_card(loader, &best), kBestModelFileName));
+              export_model(model, card(loader, &best, true), kBestModelFileName));
   else if (!fs::exists(kept))
     log_.note("warning: --keep-best: " + kept + " is missing, so the best epoch so far (" +
               std::to_string(best.epoch) + ") is not kept; it will hold the next better one");
@@ -144,10 +164,13 @@ std::string RunSession::finish(const std::vector<EpochMetrics>& history,
             count_text(options_.epochs, "epoch") + "; nothing to train");
   if (!history.empty()) log_.result(result_line(history.back()));
   if (mpi_.rank() != 0) return "";
-  if (!fs::exists(fs::path(options_.out) / "metrics.jsonl")) write_metrics(history);
+  if (!fs::exists(fs::path(options_.out) / "metrics.jsonl"))
+    write_metrics(history, loader.store().label_names());
   const fs::path model_path = fs::path(options_.out) / kModelFileName;
   const std::string path =
-      fs::exists(model_path) ? model_path.string() : export_model(model, model_card(loader));
+      fs::exists(model_path)
+          ? model_path.string()
+          : export_model(model, card(loader, history.empty() ? nullptr : &history.back(), false));
   log_.note("final model: " + path);
   return path;
 }

@@ -59,7 +59,8 @@ ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_siz
     check_schedule_resumable(path, state.world_size, state.schedule_steps_per_update, finished);
     const std::optional<TrainingState> own = session.read_own_shard(state);
     batchnorm.restore(state, path, own ? &*own : nullptr);
-    step.restore(state, same_ranks ? state.schedule_steps : point.epoch * steps_per_epoch, path);
+    step.restore(state, same_ranks ? std::nullopt : std::optional(point.epoch * steps_per_epoch),
+                 path);
   });
   board.resumed(same_ranks ? std::optional(state.schedule_steps) : std::nullopt);
   log.note("resumed from " + path + " at epoch " + std::to_string(point.epoch) + ", step " +

@@ -73,8 +73,18 @@ class Trainer {
   void warm_up();
   /// Trains from `position` to the end of the epoch, or until the ranks agree to stop (false).
   bool train_epoch(int64_t epoch, EpochPosition& position);
-  /// False when the ranks agreed to stop before a batch (metrics unset).
+  /// False when the ranks agreed to stop before a batch (metrics unset). Counts every head per
+  /// class (confusions_); a sweep's `metrics` (its heads' training figures set) then reports
+  /// its best head.
   bool evaluate(int64_t epoch, EpochMetrics& metrics);
+  /// A sweep's heads' training figures of the epoch at `position` (none for one head).
+  std::vector<HeadMetrics> training_heads(const EpochPosition& position) const;
+  /// Runs `f` with the model's fc holding head `head`'s values (the head a sweep exports), and
+  /// head 0's again after it.
+  template <typename F>
+  auto with_head(int head, F&& f);
+  /// The data's class names, in label order.
+  const std::vector<std::string>& labels() const { return data_->loader->store().label_names(); }
   /// Whether this rank keeps the state after each step for a stop: rank 0, and the others where
   /// their BatchNorm statistics differ (their shards).
   bool commits_every_step() const;
@@ -107,6 +117,8 @@ class Trainer {
   std::unique_ptr<StepDump> dump_;         ///< PETS_DUMP_STEPS
   ResumePoint start_;  ///< where the run starts: epoch 0, or a checkpoint's point (resume_run)
   std::vector<EpochMetrics> history_;
+  /// Each head's confusion matrix of the last evaluation (EvalCounts::confusion).
+  std::vector<std::vector<int64_t>> confusions_;
 };
 
 void Trainer::setup() {
@@ -129,9 +141,12 @@ void Trainer::setup() {
   settings.hooks = hooks_->hooks();
   const int64_t steps = data_->loader->steps_per_epoch(SplitKind::kTrain);
   const int64_t train_images = data_->loader->store().split(SplitKind::kTrain).size();
-  const OneCycleOptions so = accelerate_onecycle(options_.max_lr, options_.epochs, train_images,
-                                                 options_.batch_size, mpi_.size());
-  step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), so, settings);
+  // One head per --max-lr value, each with its own schedule.
+  std::vector<OneCycleOptions> schedules;
+  for (const double max_lr : options_.max_lr)
+    schedules.push_back(accelerate_onecycle(max_lr, options_.epochs, train_images,
+                                            options_.batch_size, mpi_.size()));
+  step_ = std::make_unique<TrainStep>(*model_, backend_->device_comm(), schedules, settings);
   stop_ = std::make_unique<StopAgreement>(backend_->host_comm());
   const bool fold = options_.bn_mode == BnMode::kEval && !switches_.unfolded;
   evaluator_ = std::make_unique<Evaluator>(backend_->host_comm(), fold);
@@ -151,7 +166,7 @@ void Trainer::setup() {
             {"ranks", mpi_.size()},
             {"batch_size", static_cast<double>(options_.batch_size)},
             {"epochs", static_cast<double>(options_.epochs)},
-            {"max_lr", options_.max_lr},
+            {"max_lr", options_.max_lr.front()},
             {"seed", static_cast<double>(options_.seed)},
             {"train_images", static_cast<double>(train_images)},
             {"steps_per_epoch", static_cast<double>(steps)},
@@ -209,6 +224,9 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
     position.comm_seconds += traffic.seconds;
     if (dumped) dump_->after(*model_, result, beta1);
     position.loss_sum += result.loss_sum;
+    position.more_loss_sums.resize(result.heads.size() - 1, 0.0);
+    for (std::size_t k = 1; k < result.heads.size(); ++k)
+      position.more_loss_sums[k - 1] += result.heads[k].loss_sum;
     position.images += result.images;
     position.step = step + 1;
     position.seconds = seconds_before + seconds_since(start);
@@ -251,19 +269,56 @@ bool Trainer::evaluate(int64_t epoch, EpochMetrics& metrics) {
       pause_for_test("in the evaluation", switches_.pause_eval_seconds);
     return stop_->agree();
   };
-  const std::optional<EvalCounts> counts =
+  std::vector<Evaluator::Head> heads;
+  for (int k = 0; k < step_->heads(); ++k)
+    heads.push_back(
+        [this, k](const torch::Tensor& features) { return step_->forward_head(k, features); });
+  const std::optional<std::vector<EvalCounts>> counts =
       backend_->fitting(kEvalBatchSizeKey, options_.eval_batch_size, [&] {
         return evaluator_->run(
             source,
             [&](data::Batch& batch) {
               return backend_->forward()(*model_, backbone, data_->input->images(batch));
             },
-            [&](const torch::Tensor& features) { return model_->forward_head(features); },
-            interrupt);
+            heads, data_->loader->num_classes(), interrupt);
       });
   if (!counts) return false;
-  set_evaluation(metrics, counts->correct, counts->evaluated, seconds_since(start));
+  const EvalCounts& first = counts->front();
+  set_evaluation(metrics, first.correct, first.evaluated, seconds_since(start));
+  metrics.class_correct = first.class_correct();
+  metrics.class_evaluated = first.class_evaluated();
+  confusions_.clear();
+  for (const EvalCounts& c : *counts) confusions_.push_back(c.confusion);
+  // A sweep: each head's training figures (training_heads) gain its evaluation's, and the
+  // epoch reports the best head.
+  if (!metrics.heads.empty()) {
+    std::vector<HeadMetrics> figures = std::move(metrics.heads);
+    for (std::size_t k = 0; k < figures.size(); ++k) {
+      const EvalCounts& c = (*counts)[k];
+      HeadMetrics& h = figures[k];
+      h.correct = c.correct;
+      h.evaluated = c.evaluated;
+      h.accuracy = percent(c.correct, c.evaluated);
+      h.class_correct = c.class_correct();
+      h.class_evaluated = c.class_evaluated();
+    }
+    set_heads(metrics, std::move(figures));
+  }
   return true;
+}
+
+std::vector<HeadMetrics> Trainer::training_heads(const EpochPosition& position) const {
+  std::vector<HeadMetrics> heads;
+  if (step_->heads() == 1) return heads;
+  for (int k = 0; k < step_->heads(); ++k) {
+    HeadMetrics h;
+    h.max_lr = options_.max_lr.at(k);
+    h.lr = step_->last_lr(k);
+    const double loss_sum = k == 0 ? position.loss_sum : position.more_loss_sums.at(k - 1);
+    h.train_loss = position.images > 0 ? loss_sum / position.images : 0.0;
+    heads.push_back(h);
+  }
+  return heads;
 }
 
 void Trainer::save(int64_t epoch) {
@@ -280,6 +335,27 @@ TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& posi
   step_->save(state);
   batchnorm_->save(state);
   return state.cloned();
+}
+
+template <typename F>
+auto Trainer::with_head(int head, F&& f) {
+  if (head == 0) return f();
+  torch::NoGradGuard no_grad;
+  torch::Tensor& weight = model_->fc->weight;
+  torch::Tensor& bias = model_->fc->bias;
+  const torch::Tensor kept_weight = weight.clone(), kept_bias = bias.clone();
+  weight.copy_(step_->head_weight(head));
+  bias.copy_(step_->head_bias(head));
+  struct Restore {
+    torch::Tensor& weight;
+    torch::Tensor& bias;
+    const torch::Tensor &kept_weight, &kept_bias;
+    ~Restore() {
+      weight.copy_(kept_weight);
+      bias.copy_(kept_bias);
+    }
+  } restore{weight, bias, kept_weight, kept_bias};
+  return f();
 }
 
 bool Trainer::commits_every_step() const {
@@ -300,7 +376,9 @@ TrainResult Trainer::run() {
   TrainResult result;
   if (session_->resuming() && start_.epoch == options_.epochs) {
     result.epochs = history_;
-    result.final_model = session_->finish(history_, *model_, *data_->loader);
+    result.final_model = with_head(history_.empty() ? 0 : history_.back().head, [&] {
+      return session_->finish(history_, *model_, *data_->loader);
+    });
     return result;
   }
   if (options_.overwrite) session_->remove_earlier_run();
@@ -320,6 +398,7 @@ TrainResult Trainer::run() {
     EpochMetrics metrics;
     if (complete) {
       metrics = training_metrics(epoch, position, step_->last_lr());
+      metrics.heads = training_heads(position);
       if (backend_->device_comm().backend() != "mpi")  // NCCL: the host time is the enqueueing
         metrics.comm_share = std::numeric_limits<double>::quiet_NaN();
       // The split of a resumed epoch covers its steps since the start.
@@ -331,10 +410,15 @@ TrainResult Trainer::run() {
       history_.push_back(metrics);
       log_.result(result_line(metrics));
       log_.note(summary_line(metrics));
+      for (std::size_t k = 0; k < metrics.heads.size(); ++k)
+        log_.note(head_line(metrics, static_cast<int>(k)));
       board_.epoch(step_->schedule().step_count(), metrics);
-      if (options_.keep_best) session_->keep_best(history_, *model_, *data_->loader);
+      if (options_.keep_best)
+        with_head(metrics.head, [&] { session_->keep_best(history_, *model_, *data_->loader); });
+      // Before the checkpoint of the epoch: a run resumed from it has the file of its last epoch.
+      if (epoch + 1 == options_.epochs) session_->write_confusion(metrics, confusions_, labels());
       save(epoch + 1);
-      session_->write_metrics(history_);
+      session_->write_metrics(history_, labels());
     }
     const bool last = complete && epoch + 1 == options_.epochs;
     // A signal during the checkpoint: agreed here, not one step later. Rank 0's stop thread has
@@ -351,8 +435,12 @@ TrainResult Trainer::run() {
   }
   result.epochs = history_;
   if (result.preempted) return result;
-  result.final_model = session_->export_model(*model_, model_card(*data_->loader));
-  log_.note(run_summary_line(history_, seconds_since(start), result.final_model));
+  // A sweep's model is the head the final epoch reports: the best on held-out accuracy.
+  const EpochMetrics* final_epoch = history_.empty() ? nullptr : &history_.back();
+  result.final_model = with_head(final_epoch ? final_epoch->head : 0, [&] {
+    return session_->export_model(*model_, session_->card(*data_->loader, final_epoch, false));
+  });
+  log_.note(run_summary_line(history_, seconds_since(start), result.final_model, labels()));
   return result;
 }
 

@@ -109,6 +109,11 @@ std::map<std::string, std::string> model_metadata(const ModelCard& card) {
     m["correct"] = std::to_string(card.epoch->correct);
     m["evaluated"] = std::to_string(card.epoch->evaluated);
   }
+  if (card.sweep.size() > 1) {
+    m["max_lr"] = nlohmann::json(card.sweep.at(card.head)).dump();
+    m["head"] = std::to_string(card.head);
+    m["sweep_max_lr"] = nlohmann::json(card.sweep).dump();
+  }
   return m;
 }
 
@@ -166,6 +171,16 @@ ModelCard read_model_card(const model::SafetensorsFile& file) {
     e.correct = read.integer("correct", 0, INT64_MAX);
     e.evaluated = read.integer("evaluated", 0, INT64_MAX);
     card.epoch = e;
+  }
+  if (metadata.count("sweep_max_lr") != 0) {
+    const nlohmann::json sweep = read.json("sweep_max_lr");
+    if (!sweep.is_array() || sweep.size() < 2)
+      read.refuse("sweep_max_lr", "is not a list of learning rates");
+    for (const auto& v : sweep) {
+      if (!v.is_number()) read.refuse("sweep_max_lr", "is not a list of learning rates");
+      card.sweep.push_back(v.get<double>());
+    }
+    card.head = static_cast<int>(read.integer("head", 0, static_cast<int64_t>(sweep.size()) - 1));
   }
   return card;
 }

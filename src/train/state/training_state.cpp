@@ -65,9 +65,16 @@ nlohmann::json TrainingState::to_json() const {
                           {"world_size", world_size},
                           {"history", history},
                           {"store", {{"id", store.id}, {"path", store.path}}}};
-  if (grad_scaler)
-    state["grad_scaler"] = {{"scale", grad_scaler->scale},
-                            {"growth_tracker", grad_scaler->growth_tracker}};
+  const auto scaler_json = [](const GradScalerState& g) {
+    return nlohmann::json{{"scale", g.scale}, {"growth_tracker", g.growth_tracker}};
+  };
+  if (grad_scaler) state["grad_scaler"] = scaler_json(*grad_scaler);
+  for (const HeadState& h : more_heads) {
+    nlohmann::json head = {
+        {"adam_steps", h.adam_steps}, {"schedule_steps", h.schedule_steps}, {"last_lr", h.last_lr}};
+    if (h.grad_scaler) head["grad_scaler"] = scaler_json(*h.grad_scaler);
+    state["more_heads"].push_back(head);
+  }
   return state;
 }
 
@@ -165,9 +172,20 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
       it->at("path").get_to(s.store.path);
     }
     s.rank_shards = ckpt.shards.has_value();
-    if (const auto it = j.find("grad_scaler"); it != j.end())
-      s.grad_scaler =
-          GradScalerState{it->at("scale").get<double>(), it->at("growth_tracker").get<int64_t>()};
+    const auto scaler_of = [](const nlohmann::json& g) {
+      return GradScalerState{g.at("scale").get<double>(), g.at("growth_tracker").get<int64_t>()};
+    };
+    if (const auto it = j.find("grad_scaler"); it != j.end()) s.grad_scaler = scaler_of(*it);
+    if (const auto it = j.find("more_heads"); it != j.end()) {
+      for (const nlohmann::json& head : *it) {
+        HeadState h;
+        head.at("adam_steps").get_to(h.adam_steps);
+        head.at("schedule_steps").get_to(h.schedule_steps);
+        head.at("last_lr").get_to(h.last_lr);
+        if (const auto g = head.find("grad_scaler"); g != head.end()) h.grad_scaler = scaler_of(*g);
+        s.more_heads.push_back(h);
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(ckpt.path + ": bad checkpoint state: " + e.what());
   }

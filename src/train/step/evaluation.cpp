@@ -4,24 +4,46 @@
 
 #include "pets/comm/communicator.hpp"
 #include "pets/train/input/batch_tensors.hpp"
+#include "pets/util/error.hpp"
 
 namespace pets::train {
 
 Evaluator::Evaluator(comm::Communicator& comm, bool cache_features)
     : comm_(comm), cache_features_(cache_features) {}
 
+std::vector<int64_t> EvalCounts::class_correct() const {
+  std::vector<int64_t> out(classes);
+  for (int64_t c = 0; c < classes; ++c) out[c] = confusion[c * classes + c];
+  return out;
+}
+
+std::vector<int64_t> EvalCounts::class_evaluated() const {
+  std::vector<int64_t> out(classes, 0);
+  for (int64_t c = 0; c < classes; ++c)
+    for (int64_t p = 0; p < classes; ++p) out[c] += confusion[c * classes + p];
+  return out;
+}
+
 std::optional<EvalCounts> Evaluator::run(const BatchSource& source, const Features& features,
                                          const Head& head, const Interrupt& interrupt) {
+  std::optional<std::vector<EvalCounts>> counts = run(source, features, {head}, 0, interrupt);
+  if (!counts) return std::nullopt;
+  return counts->front();
+}
+
+std::optional<std::vector<EvalCounts>> Evaluator::run(const BatchSource& source,
+                                                      const Features& features,
+                                                      const std::vector<Head>& heads,
+                                                      int64_t classes, const Interrupt& interrupt) {
   const auto interrupted = [&] { return interrupt && interrupt(); };
-  int64_t counts[2] = {0, 0};  // correct, evaluated
   torch::NoGradGuard no_grad;
-  // The correct predictions are summed on the features' device and read once at the end: no
-  // batch waits for the device, so on a GPU the host queues the next batch while one runs.
-  torch::Tensor correct;
-  const auto count = [&](const torch::Tensor& f, const torch::Tensor& labels) {
-    const torch::Tensor batch_correct = head(f).argmax(1).eq(labels).sum();
-    correct = correct.defined() ? correct + batch_correct : batch_correct;
-    counts[1] += labels.size(0);
+  // Each head's predictions and the labels stay on the features' device and are read once at the
+  // end: no batch waits for the device, so on a GPU the host queues the next batch while one runs.
+  std::vector<std::vector<torch::Tensor>> predictions(heads.size());
+  std::vector<torch::Tensor> labels;
+  const auto count = [&](const torch::Tensor& f, const torch::Tensor& batch_labels) {
+    for (std::size_t k = 0; k < heads.size(); ++k) predictions[k].push_back(heads[k](f).argmax(1));
+    labels.push_back(batch_labels);
   };
   if (cache_) {
     for (const CachedBatch& b : *cache_) count(b.features, b.labels);
@@ -41,9 +63,38 @@ std::optional<EvalCounts> Evaluator::run(const BatchSource& source, const Featur
     }
     if (cache_features_) cache_ = std::move(fresh);
   }
-  if (correct.defined()) counts[0] = correct.item<int64_t>();
-  comm_.allreduce_counters(counts, 2);
-  return EvalCounts{counts[0], counts[1]};
+  // Per head: correct, evaluated, then the confusion matrix (classes x classes).
+  const std::size_t stride = 2 + static_cast<std::size_t>(classes * classes);
+  std::vector<int64_t> sums(heads.size() * stride, 0);
+  if (!labels.empty()) {
+    const torch::Tensor truth = torch::cat(labels).to(torch::kCPU, torch::kLong);
+    const int64_t* t = truth.data_ptr<int64_t>();
+    for (std::size_t k = 0; k < heads.size(); ++k) {
+      const torch::Tensor predicted = torch::cat(predictions[k]).to(torch::kCPU, torch::kLong);
+      const int64_t* p = predicted.data_ptr<int64_t>();
+      int64_t* head = &sums[k * stride];
+      for (int64_t i = 0; i < truth.numel(); ++i) {
+        head[0] += p[i] == t[i] ? 1 : 0;
+        if (classes > 0) {
+          PETS_CHECK(t[i] >= 0 && t[i] < classes && p[i] >= 0 && p[i] < classes,
+                     "evaluation: a label or prediction outside the " + std::to_string(classes) +
+                         " classes");
+          ++head[2 + t[i] * classes + p[i]];
+        }
+      }
+      head[1] = truth.numel();
+    }
+  }
+  comm_.allreduce_counters(sums);
+  std::vector<EvalCounts> out(heads.size());
+  for (std::size_t k = 0; k < heads.size(); ++k) {
+    const int64_t* head = &sums[k * stride];
+    out[k].correct = head[0];
+    out[k].evaluated = head[1];
+    out[k].classes = classes;
+    out[k].confusion.assign(head + 2, head + stride);
+  }
+  return out;
 }
 
 }  // namespace pets::train

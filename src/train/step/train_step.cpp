@@ -13,17 +13,84 @@
 
 namespace pets::train {
 
+struct TrainStep::Head {
+  Head(torch::Tensor w, torch::Tensor b, const OneCycleOptions& options,
+       const std::optional<GradScalerOptions>& loss_scaling)
+      : weight(std::move(w)),
+        bias(std::move(b)),
+        adam(std::make_unique<Adam>(std::vector<torch::Tensor>{weight, bias})),
+        schedule(options) {
+    if (loss_scaling) scaler.emplace(*loss_scaling);
+  }
+
+  torch::Tensor weight, bias;  ///< head 0: the model's fc's own
+  std::unique_ptr<Adam> adam;
+  OneCycleSchedule schedule;
+  std::optional<GradScaler> scaler;
+  double last_lr = 0.0;
+};
+
+namespace {
+
+/// Head `k`'s names in a checkpoint's model tensors: fc's state-dict names for the first (as a
+/// run of one head writes them), heads.<k>.weight and .bias for the others.
+std::string head_tensor_name(int k, const std::string& parameter) {
+  return k == 0 ? "fc." + parameter : "heads." + std::to_string(k) + "." + parameter;
+}
+
+}  // namespace
+
 TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
                      const OneCycleOptions& schedule, StepSettings settings)
-    : model_(model),
-      comm_(comm),
-      settings_(settings),
-      adam_(std::make_unique<Adam>(std::vector<torch::Tensor>{model.fc->weight, model.fc->bias})),
-      schedule_(schedule) {
-  if (settings_.loss_scaling) scaler_.emplace(*settings_.loss_scaling);
+    : TrainStep(model, comm, std::vector<OneCycleOptions>{schedule}, std::move(settings)) {}
+
+TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
+                     const std::vector<OneCycleOptions>& schedules, StepSettings settings)
+    : model_(model), comm_(comm), settings_(std::move(settings)) {
+  PETS_CHECK(!schedules.empty(), "a training step needs at least one head");
+  for (std::size_t k = 0; k < schedules.size(); ++k) {
+    // The other heads start from fc's values as they are now: the run's initialisation. Copies
+    // of the tensors, not of the module, whose construction would draw from the random generator.
+    const auto copy = [k](const torch::Tensor& t) {
+      return k == 0 ? t : t.detach().clone().set_requires_grad(true);
+    };
+    heads_.push_back(std::make_unique<Head>(copy(model.fc->weight), copy(model.fc->bias),
+                                            schedules[k], settings_.loss_scaling));
+  }
 }
 
 TrainStep::~TrainStep() = default;
+
+Adam& TrainStep::adam(int head) { return *heads_.at(head)->adam; }
+
+const Adam& TrainStep::adam(int head) const { return *heads_.at(head)->adam; }
+
+OneCycleSchedule& TrainStep::schedule(int head) { return heads_.at(head)->schedule; }
+
+const OneCycleSchedule& TrainStep::schedule(int head) const { return heads_.at(head)->schedule; }
+
+double TrainStep::last_lr(int head) const { return heads_.at(head)->last_lr; }
+
+GradScaler* TrainStep::scaler(int head) {
+  auto& s = heads_.at(head)->scaler;
+  return s ? &*s : nullptr;
+}
+
+const GradScaler* TrainStep::scaler(int head) const {
+  const auto& s = heads_.at(head)->scaler;
+  return s ? &*s : nullptr;
+}
+
+const at::Tensor& TrainStep::head_weight(int head) const { return heads_.at(head)->weight; }
+
+const at::Tensor& TrainStep::head_bias(int head) const { return heads_.at(head)->bias; }
+
+at::Tensor TrainStep::forward_head(int head, const at::Tensor& features) {
+  // Head 0 through the model's own forward_head, as a run of one head computes it.
+  if (head == 0) return model_.forward_head(features);
+  const Head& h = *heads_.at(head);
+  return torch::nn::functional::linear(features, h.weight, h.bias);  // as torch::nn::Linear
+}
 
 StepSums::StepSums(int64_t weight_numel, int64_t bias_numel, const c10::Device& device)
     : weight_numel_(weight_numel),
@@ -33,94 +100,137 @@ StepSums::StepSums(int64_t weight_numel, int64_t bias_numel, const c10::Device& 
 
 StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_requested,
                           const model::FoldedBackbone* folded, const at::Tensor& images) {
-  torch::nn::Linear& fc = model_.fc;
+  const torch::nn::Linear& fc = model_.fc;
   const torch::Device device = fc->weight.device();
-  const int64_t step = schedule_.step_count();
+  const int n_heads = heads();
+  const int64_t step = heads_[0]->schedule.step_count();
   // The gradients of the last step stay readable until the next one starts (PETS_DUMP_STEPS).
-  adam_->zero_grad();
-  torch::Tensor loss;
+  for (auto& h : heads_) h->adam->zero_grad();
+  std::vector<StepSums> sums;
+  for (int k = 0; k < n_heads; ++k) sums.emplace_back(fc->weight.numel(), fc->bias.numel(), device);
   if (batch.n > 0) {
+    // One backbone pass for every head: the features do not depend on the head.
     const torch::Tensor features =
         settings_.forward(model_, folded, images.defined() ? images : batch_images(batch, device));
-    loss = torch::nn::functional::cross_entropy(
-        model_.forward_head(features), batch_labels(batch, device),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    (scaler_ ? scaler_->scale_loss(loss) : loss).backward();
-  }
-  StepSums sums(fc->weight.numel(), fc->bias.numel(), device);
-  if (batch.n > 0) {
-    sums.weight_grad().copy_(fc->weight.grad().flatten());
-    sums.bias_grad().copy_(fc->bias.grad());
-    sums.loss().copy_(loss.detach());  // on the device: no wait for the forward pass
-    sums.images().fill_(static_cast<double>(batch.n));
+    const torch::Tensor labels = batch_labels(batch, device);
+    for (int k = 0; k < n_heads; ++k) {
+      Head& h = *heads_[k];
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          forward_head(k, features), labels,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+      (h.scaler ? h.scaler->scale_loss(loss) : loss).backward();
+      sums[k].weight_grad().copy_(h.weight.grad().flatten());
+      sums[k].bias_grad().copy_(h.bias.grad());
+      sums[k].loss().copy_(loss.detach());  // on the device: no wait for the forward pass
+      sums[k].images().fill_(static_cast<double>(batch.n));
+    }
   }
   if (settings_.hooks.before_allreduce) settings_.hooks.before_allreduce(step);
-  sums.stop().fill_(stop_requested() ? 1.0 : 0.0);
-  comm_.allreduce_sum(sums.buffer());
-  if (settings_.hooks.after_allreduce) settings_.hooks.after_allreduce(step, sums);
-  // The step's one read of the device: the summed loss, the image count and the stop requests.
-  const torch::Tensor totals = sums.totals().to(torch::kCPU);
+  const double stop = stop_requested() ? 1.0 : 0.0;
+  std::vector<torch::Tensor> totals_on_device;
+  for (int k = 0; k < n_heads; ++k) {
+    sums[k].stop().fill_(stop);
+    comm_.allreduce_sum(sums[k].buffer());
+    if (k == 0 && settings_.hooks.after_allreduce) settings_.hooks.after_allreduce(step, sums[k]);
+    totals_on_device.push_back(sums[k].totals());
+  }
+  // The step's one read of the device: each head's summed loss, image count and stop requests.
+  const torch::Tensor totals = torch::cat(totals_on_device).to(torch::kCPU);
   const double* total = totals.data_ptr<double>();
   // The gradient of the mean loss over the global batch: what one process holding all of it
   // computes, also when the last batch is split unevenly (empty on some ranks). Divided by a
   // host number: a divisor on the device can round differently on CUDA.
   const double global_n = total[1];
-  {
-    torch::NoGradGuard no_grad;
-    // Tensors of their own, not views (zero_grad detaches them in place).
-    fc->weight.mutable_grad() =
-        (sums.weight_grad() / global_n).view_as(fc->weight).to(torch::kFloat32);
-    fc->bias.mutable_grad() = (sums.bias_grad() / global_n).to(torch::kFloat32);
-  }
-  if (settings_.hooks.averaged) settings_.hooks.averaged(step, fc->weight.grad(), fc->bias.grad());
   StepResult result;
-  result.loss_sum = total[0];
   result.images = static_cast<int64_t>(global_n);
-  result.lr = schedule_.lr();
-  last_lr_ = result.lr;
-  // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
-  // Accelerate, a skipped optimiser step also leaves the schedule where it is.
-  result.skipped = scaler_ && !scaler_->unscale({fc->weight.grad(), fc->bias.grad()});
-  if (!result.skipped) {
-    adam_->step(schedule_.lr(), schedule_.beta1());
-    schedule_.step();
-  }
-  if (scaler_) scaler_->update(result.skipped);
   result.stop = total[2] > 0.0;
+  for (int k = 0; k < n_heads; ++k) {
+    Head& h = *heads_[k];
+    {
+      torch::NoGradGuard no_grad;
+      // Tensors of their own, not views (zero_grad detaches them in place).
+      h.weight.mutable_grad() =
+          (sums[k].weight_grad() / global_n).view_as(h.weight).to(torch::kFloat32);
+      h.bias.mutable_grad() = (sums[k].bias_grad() / global_n).to(torch::kFloat32);
+    }
+    if (k == 0 && settings_.hooks.averaged)
+      settings_.hooks.averaged(step, h.weight.grad(), h.bias.grad());
+    HeadStepResult r;
+    r.loss_sum = total[3 * k];
+    r.lr = h.schedule.lr();
+    h.last_lr = r.lr;
+    // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
+    // Accelerate, a skipped optimiser step also leaves the schedule where it is.
+    r.skipped = h.scaler && !h.scaler->unscale({h.weight.grad(), h.bias.grad()});
+    if (!r.skipped) {
+      h.adam->step(h.schedule.lr(), h.schedule.beta1());
+      h.schedule.step();
+    }
+    if (h.scaler) h.scaler->update(r.skipped);
+    result.heads.push_back(r);
+  }
+  result.loss_sum = result.heads[0].loss_sum;
+  result.lr = result.heads[0].lr;
+  result.skipped = result.heads[0].skipped;
   return result;
 }
 
 void TrainStep::save(TrainingState& state) const {
-  for (const auto& p : model_.fc->named_parameters())
-    state.model.emplace_back("fc." + p.key(), p.value());
-  state.adam_steps = adam_->steps();
-  state.adam_exp_avg = adam_->exp_avg();
-  state.adam_exp_avg_sq = adam_->exp_avg_sq();
-  state.schedule_steps = schedule_.step_count();
-  state.schedule_steps_per_update = schedule_.options().steps_per_update;
-  state.last_lr = last_lr_;
-  if (scaler_) state.grad_scaler = GradScalerState{scaler_->scale(), scaler_->growth_tracker()};
+  state.adam_exp_avg.clear();
+  state.adam_exp_avg_sq.clear();
+  state.more_heads.clear();
+  for (int k = 0; k < heads(); ++k) {
+    const Head& h = *heads_[k];
+    state.model.emplace_back(head_tensor_name(k, "weight"), h.weight);
+    state.model.emplace_back(head_tensor_name(k, "bias"), h.bias);
+    for (const auto& m : h.adam->exp_avg()) state.adam_exp_avg.push_back(m);
+    for (const auto& v : h.adam->exp_avg_sq()) state.adam_exp_avg_sq.push_back(v);
+    HeadState s;
+    s.adam_steps = h.adam->steps();
+    s.schedule_steps = h.schedule.step_count();
+    s.last_lr = h.last_lr;
+    if (h.scaler) s.grad_scaler = GradScalerState{h.scaler->scale(), h.scaler->growth_tracker()};
+    if (k == 0) {
+      state.adam_steps = s.adam_steps;
+      state.schedule_steps = s.schedule_steps;
+      state.last_lr = s.last_lr;
+      state.grad_scaler = s.grad_scaler;
+    } else {
+      state.more_heads.push_back(s);
+    }
+  }
+  state.schedule_steps_per_update = heads_[0]->schedule.options().steps_per_update;
 }
 
-void TrainStep::restore(const TrainingState& state, int64_t schedule_steps,
+void TrainStep::restore(const TrainingState& state, std::optional<int64_t> schedule_steps,
                         const std::string& path) {
-  TrainingState::Tensors head;
-  for (const auto& p : model_.fc->named_parameters()) head.emplace_back("fc." + p.key(), p.value());
-  state.restore_model_tensors(head, path);
-  if (state.adam_exp_avg.size() != adam_->exp_avg().size())
+  if (state.more_heads.size() + 1 != heads_.size())
+    throw UsageError(path + ": a checkpoint of " + std::to_string(state.more_heads.size() + 1) +
+                     " heads, this run trains " + std::to_string(heads_.size()));
+  const std::size_t per_head = heads_[0]->adam->exp_avg().size();
+  if (state.adam_exp_avg.size() != per_head * heads_.size() ||
+      state.adam_exp_avg_sq.size() != state.adam_exp_avg.size())
     throw UsageError(path + ": Adam moments of " + std::to_string(state.adam_exp_avg.size()) +
-                     " tensors, the head has " + std::to_string(adam_->exp_avg().size()));
+                     " tensors, the heads have " + std::to_string(per_head * heads_.size()));
   const torch::Device device = model_.fc->weight.device();
-  std::vector<torch::Tensor> m, v;
-  for (std::size_t i = 0; i < state.adam_exp_avg.size(); ++i) {
-    m.push_back(state.adam_exp_avg[i].to(device));
-    v.push_back(state.adam_exp_avg_sq[i].to(device));
+  for (int k = 0; k < heads(); ++k) {
+    Head& h = *heads_[k];
+    state.restore_model_tensors(
+        {{head_tensor_name(k, "weight"), h.weight}, {head_tensor_name(k, "bias"), h.bias}}, path);
+    std::vector<torch::Tensor> m, v;
+    for (std::size_t i = k * per_head; i < (k + 1) * per_head; ++i) {
+      m.push_back(state.adam_exp_avg[i].to(device));
+      v.push_back(state.adam_exp_avg_sq[i].to(device));
+    }
+    const HeadState saved =
+        k == 0 ? HeadState{state.adam_steps, state.schedule_steps, state.last_lr, state.grad_scaler}
+               : state.more_heads[k - 1];
+    h.adam->restore(m, v, saved.adam_steps);
+    if (h.scaler && saved.grad_scaler)
+      h.scaler->restore(saved.grad_scaler->scale, saved.grad_scaler->growth_tracker);
+    h.last_lr = saved.last_lr;
+    h.schedule.set_step_count(schedule_steps.value_or(saved.schedule_steps));
   }
-  adam_->restore(m, v, state.adam_steps);
-  if (scaler_ && state.grad_scaler)
-    scaler_->restore(state.grad_scaler->scale, state.grad_scaler->growth_tracker);
-  last_lr_ = state.last_lr;
-  schedule_.set_step_count(schedule_steps);
 }
 
 }  // namespace pets::train

@@ -58,7 +58,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.batch_size, 64);
   EXPECT_EQ(o.eval_batch_size, 128);
   EXPECT_EQ(o.image_size, 224);
-  EXPECT_DOUBLE_EQ(o.max_lr, 3e-2);
+  EXPECT_EQ(o.max_lr, std::vector<double>{3e-2});
   EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kNo);
   EXPECT_EQ(o.seed, 42u);
   EXPECT_EQ(o.pretrained, "");
@@ -115,7 +115,7 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.batch_size, 8);
   EXPECT_EQ(o.eval_batch_size, 16);
   EXPECT_EQ(o.image_size, 112);
-  EXPECT_DOUBLE_EQ(o.max_lr, 1e-3);
+  EXPECT_EQ(o.max_lr, std::vector<double>{1e-3});
   EXPECT_EQ(o.mixed_precision, pets::train::MixedPrecision::kBf16);
   EXPECT_EQ(o.seed, 18446744073709551615ull);
   EXPECT_EQ(o.pretrained, "m.safetensors");
@@ -189,6 +189,29 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
 
 TEST(TrainOptions, UnknownOption) {
   EXPECT_MENTIONS(usage_error({"--data", "d", "--bogus"}), "--bogus");
+}
+
+// --max-lr A,B,C: a sweep, read back exactly from its text (a config file, a checkpoint's record).
+TEST(TrainOptions, MaxLrList) {
+  const TrainOptions o = parse({"--data", "d.h5", "--max-lr", "1e-3,0.03,2.5e-1"}).options;
+  EXPECT_EQ(o.max_lr, (std::vector<double>{1e-3, 0.03, 0.25}));
+  EXPECT_EQ(pets::train::recorded_option_values(o).at("max-lr"), "1e-3,3e-2,0.25");
+  EXPECT_EQ(pets::train::parse_max_lr(pets::train::max_lr_text(o.max_lr)), o.max_lr);
+  EXPECT_MENTIONS(pets::train::format_config(o), "\nmax-lr = 1e-3,3e-2,0.25\n");
+}
+
+TEST(TrainOptions, BadMaxLrLists) {
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", ""}), "--max-lr '': no value");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,1e-2"}), "1e-2 is given twice");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "0.01,1e-2"}), "1e-2 is given twice");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,abc"}), "'abc' is not a number");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,"}), "an empty value");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,,3e-2"}), "an empty value");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,0"}), "must be positive, got 0");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2,-3"}), "must be positive");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "1e-2, 3e-2"}),
+                  "' 3e-2' is not a number");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--max-lr", "inf"}), "must be positive, got inf");
 }
 
 TEST(TrainOptions, StrayPositionalArgument) {
@@ -357,7 +380,7 @@ TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {
   const TrainOptions read = parse({"--config", path.c_str()}).options;
   EXPECT_EQ(read.data, "d.h5");
   EXPECT_EQ(read.epochs, 3);
-  EXPECT_DOUBLE_EQ(read.max_lr, 0.1);
+  EXPECT_EQ(read.max_lr, std::vector<double>{0.1});
   EXPECT_EQ(read.mixed_precision, pets::train::MixedPrecision::kBf16);
   EXPECT_EQ(read.seed, 7u);
   EXPECT_EQ(read.resume, pets::train::ResumeMode::kYes);
@@ -371,7 +394,7 @@ TEST(TrainOptions, ConfigFileRoundTripAndCommandLineWins) {
       parse({"--config", path.c_str(), "--epochs", "9", "--data", "other.h5"}).options;
   EXPECT_EQ(over.epochs, 9);  // command line beats the file
   EXPECT_EQ(over.data, "other.h5");
-  EXPECT_DOUBLE_EQ(over.max_lr, 0.1);  // the file beats the default
+  EXPECT_EQ(over.max_lr, std::vector<double>{0.1});  // the file beats the default
   std::remove(path.c_str());
 }
 
@@ -404,7 +427,7 @@ TEST(TrainOptions, EveryDefaultIsTheStructsInHelpAndConfig) {
   EXPECT_MENTIONS(text, "(default runs/pets)\nout = runs/pets\n");
   // A value other than the default: the comment still names the default.
   TrainOptions other;
-  other.max_lr = 0.1;
+  other.max_lr = {0.1};
   EXPECT_MENTIONS(pets::train::format_config(other), "(default 3e-2)\nmax-lr = 0.1\n");
   const std::string help = parse({"--help"}).help;
   EXPECT_MENTIONS(help, "--max-lr arg (=3e-2)");

@@ -17,7 +17,7 @@ RunShape run(int64_t world = 2, int64_t steps = 10) {
   pets::train::TrainOptions o;
   o.epochs = 4;
   o.batch_size = 8;
-  o.max_lr = 0.03;
+  o.max_lr = {0.03};
   o.seed = 42;
   return {RunConfig::of(o, {"abyssinian", "beagle", "boxer"}),
           world,

@@ -2,6 +2,7 @@
 // must not look like it), metrics.jsonl, and the arithmetic behind them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -143,3 +144,115 @@ TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
 }
 
 }  // namespace
+
+namespace {
+
+using pets::train::HeadMetrics;
+
+HeadMetrics head(double max_lr, double loss, int64_t correct, std::vector<int64_t> class_correct) {
+  HeadMetrics h;
+  h.max_lr = max_lr;
+  h.lr = max_lr / 25;
+  h.train_loss = loss;
+  h.correct = correct;
+  h.evaluated = 40;
+  h.accuracy = pets::train::percent(correct, 40);
+  h.class_correct = std::move(class_correct);
+  h.class_evaluated = {10, 10, 10, 10};
+  return h;
+}
+
+/// A sweep's epoch: head 1 and head 2 equally best (35 of 40), head 0 behind.
+EpochMetrics sweep_epoch() {
+  EpochMetrics m = sample();
+  pets::train::set_heads(m,
+                         {head(1e-3, 1.5, 30, {10, 10, 5, 5}), head(3e-2, 0.5, 35, {10, 9, 8, 8}),
+                          head(0.1, 0.25, 35, {10, 10, 10, 5})});
+  return m;
+}
+
+}  // namespace
+
+TEST(Metrics, ASweepReportsItsBestHeadTheFirstOfEquals) {
+  const EpochMetrics m = sweep_epoch();
+  EXPECT_EQ(m.head, 1);
+  EXPECT_DOUBLE_EQ(m.accuracy, 87.5);
+  EXPECT_EQ(m.correct, 35);
+  EXPECT_EQ(m.train_loss, 0.5);  // the reported head's, not the first's
+  EXPECT_EQ(m.lr, 3e-2 / 25);
+  EXPECT_EQ(m.class_correct, (std::vector<int64_t>{10, 9, 8, 8}));
+  EXPECT_EQ(pets::train::result_line(m), "epoch 3: 87.50");
+  EXPECT_EQ(pets::train::head_line(m, 0),
+            "[epoch 3] head 0 max-lr 1e-3: loss 1.5000, accuracy 75.00 %");
+  EXPECT_EQ(pets::train::head_line(m, 1),
+            "[epoch 3] head 1 max-lr 3e-2: loss 0.5000, accuracy 87.50 % (best)");
+  EXPECT_EQ(pets::train::head_line(m, 2),
+            "[epoch 3] head 2 max-lr 0.1: loss 0.2500, accuracy 87.50 %");
+}
+
+TEST(Metrics, WorstClassesAreTheLowestAccuraciesFirstOfEquals) {
+  // 50 %, 100 %, 40 %, 50 %, no image, 100 %.
+  const std::vector<int64_t> correct{5, 10, 4, 5, 0, 3}, evaluated{10, 10, 10, 10, 0, 3};
+  EXPECT_EQ(pets::train::worst_classes(correct, evaluated, 3), (std::vector<int>{2, 0, 3}));
+  EXPECT_EQ(pets::train::worst_classes(correct, evaluated, 9), (std::vector<int>{2, 0, 3, 1, 5}));
+  EXPECT_TRUE(pets::train::worst_classes({}, {}, 3).empty());
+}
+
+TEST(Metrics, RunSummaryNamesTheChosenHeadAndTheWorstClasses) {
+  EpochMetrics first = sweep_epoch();
+  first.epoch = 0;
+  EpochMetrics last = sample();
+  pets::train::set_heads(last,
+                         {head(1e-3, 1.0, 36, {10, 10, 10, 6}), head(3e-2, 0.5, 20, {5, 5, 5, 5}),
+                          head(0.1, 0.25, 36, {10, 10, 9, 7})});
+  last.epoch = 1;
+  EXPECT_EQ(pets::train::run_summary_line({first, last}, 10.0, "m", {"a", "b", "c", "d"}),
+            "[run] 2 epochs, final accuracy 90.00 % (head 0 of 3, max-lr 1e-3; worst: d 60.00 %, "
+            "a 100.00 %, b 100.00 %), best 90.00 % at epoch 1 (head 0); 10.0 s wall, 25.0 train "
+            "img/s; model m");
+  // One head: the worst classes alone; without names, the classes' numbers.
+  EpochMetrics single = sample();
+  single.class_correct = {1, 2};
+  single.class_evaluated = {2, 2};
+  EXPECT_EQ(pets::train::run_summary_line({single}, 1.0, "m").substr(0, 80),
+            "[run] 1 epoch, final accuracy 87.50 % (worst: class 0 50.00 %, class 1 100.00 %)");
+}
+
+TEST(Metrics, ASweepsLinesCarryEveryHeadAndThePerClassAccuracies) {
+  const EpochMetrics m = sweep_epoch();
+  const std::string text = pets::train::metrics_jsonl({m}, {"a", "b", "c", "d"});
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.at("head"), 1);
+  ASSERT_EQ(j.at("heads").size(), 3U);
+  EXPECT_EQ(j.at("heads")[2].at("max_lr"), 0.1);
+  EXPECT_EQ(j.at("heads")[2].at("class_accuracy").at("d"), 50.0);
+  EXPECT_EQ(j.at("class_accuracy").at("b"), 90.0);  // the reported head's
+  EXPECT_EQ(j.at("class_correct"), (std::vector<int64_t>{10, 9, 8, 8}));
+  // Read back (a checkpoint's history): every head, the per-class counts.
+  const EpochMetrics back = j.get<EpochMetrics>();
+  EXPECT_EQ(back.head, 1);
+  ASSERT_EQ(back.heads.size(), 3U);
+  EXPECT_EQ(back.heads[0].class_correct, (std::vector<int64_t>{10, 10, 5, 5}));
+  EXPECT_EQ(nlohmann::json(back).dump(), nlohmann::json(m).dump());
+  // One head writes neither "head" nor "heads"; no counts per class, no class keys.
+  const nlohmann::json single =
+      nlohmann::json::parse(pets::train::metrics_jsonl({sample()}, {"a"}));
+  EXPECT_FALSE(single.contains("heads") || single.contains("head") ||
+               single.contains("class_accuracy") || single.contains("class_correct"));
+}
+
+TEST(Metrics, ConfusionJsonHoldsEveryHeadsMatrixByTrueClass) {
+  EpochMetrics m = sample();
+  m.head = 1;
+  // Two heads, two classes: head 0 right on 3 of 4, head 1 on all 4.
+  const nlohmann::json j =
+      pets::train::confusion_json(m, {1e-3, 3e-2}, {{2, 0, 1, 1}, {2, 0, 0, 2}}, {"cat", "dog"});
+  EXPECT_EQ(j.at("epoch"), 3);
+  EXPECT_EQ(j.at("chosen"), 1);
+  EXPECT_EQ(j.at("labels"), (std::vector<std::string>{"cat", "dog"}));
+  ASSERT_EQ(j.at("heads").size(), 2U);
+  EXPECT_EQ(j.at("heads")[0].at("matrix"), (std::vector<std::vector<int64_t>>{{2, 0}, {1, 1}}));
+  EXPECT_EQ(j.at("heads")[0].at("accuracy"), 75.0);
+  EXPECT_EQ(j.at("heads")[1].at("accuracy"), 100.0);
+  EXPECT_EQ(j.at("heads")[1].at("max_lr"), 3e-2);
+}

@@ -58,19 +58,21 @@ TEST_F(RunFolderTest, FindsOnlyItsOwnFiles) {
   for (const char* name :
        {"ckpt-12.safetensors", "ckpt-3.safetensors", "latest", "metrics.jsonl", "model.safetensors",
         "metrics.jsonl.tmp.123", "ckpt-4.safetensors.tmp.9", "notes.txt", "ckpt-x.safetensors",
-        "model.safetensors.bak", "latest.tmp.abc", "train-17.out"})
+        "confusion.json", "confusion.json.tmp.5", "model.safetensors.bak", "latest.tmp.abc",
+        "train-17.out"})
     touch(name);
   const pets::train::RunFiles files = pets::train::find_run_files(out_);
   EXPECT_EQ(files.checkpoints,
             (std::vector<std::string>{"ckpt-12.safetensors", "ckpt-3.safetensors"}));
-  EXPECT_EQ(files.results,
-            (std::vector<std::string>{"latest", "metrics.jsonl", "model.safetensors"}));
+  EXPECT_EQ(files.results, (std::vector<std::string>{"confusion.json", "latest", "metrics.jsonl",
+                                                     "model.safetensors"}));
   EXPECT_EQ(files.temporaries,
-            (std::vector<std::string>{"ckpt-4.safetensors.tmp.9", "metrics.jsonl.tmp.123"}));
+            (std::vector<std::string>{"ckpt-4.safetensors.tmp.9", "confusion.json.tmp.5",
+                                      "metrics.jsonl.tmp.123"}));
   EXPECT_TRUE(files.holds_run());
   EXPECT_EQ(files.describe(),
-            "latest, metrics.jsonl, model.safetensors, 2 checkpoints and 2 unfinished temporary "
-            "files");
+            "confusion.json, latest, metrics.jsonl, model.safetensors, 2 checkpoints and 3 "
+            "unfinished temporary files");
   EXPECT_FALSE(pets::train::find_run_files((root_ / "absent").string()).holds_run());
 }
 

@@ -137,4 +137,50 @@ TEST_F(EvaluationTest, InterruptAbandonsThePassAndCachesNothing) {
   EXPECT_TRUE(evaluator.cached());
 }
 
+// Several heads over one pass of the features, each counted per class into its confusion matrix
+// (true class by row), summed over the ranks in one collective.
+TEST_F(EvaluationTest, EveryHeadCountedPerClassOverOnePass) {
+  Evaluator evaluator(comm_, false);
+  torch::nn::Linear flipped(3, 2);
+  {
+    torch::NoGradGuard no_grad;
+    flipped->weight.copy_(head_->weight.flip(0));
+    flipped->bias.zero_();
+  }
+  const std::vector<Batch> batches = rank_batches(mpi_.rank());
+  std::size_t next = 0;
+  const BatchSource source{[&] { next = 0; },
+                           [&]() -> std::optional<Batch> {
+                             if (next == batches.size()) return std::nullopt;
+                             return batches[next++];
+                           }};
+  const pets::comm::Traffic before = comm_.traffic();
+  const std::optional<std::vector<EvalCounts>> counts = evaluator.run(
+      source,
+      [&](Batch& b) {
+        features_ += b.n;
+        return pets::train::batch_images(b, torch::kCPU).flatten(1).clone();
+      },
+      {[&](const torch::Tensor& f) { return head_(f); },
+       [&](const torch::Tensor& f) { return flipped(f); }},
+      2);
+  EXPECT_EQ(comm_.traffic().since(before).collectives, 1);
+  ASSERT_TRUE(counts.has_value());
+  ASSERT_EQ(counts->size(), 2U);
+  EXPECT_EQ(features_, mpi_.rank() == 0 ? 4 : 2);  // one pass for both heads
+  const EvalCounts& a = (*counts)[0];
+  // Rank 0: class 0 right twice, class 1 once right and once taken for class 0; rank 1: class 1
+  // once right, once taken for class 0.
+  EXPECT_EQ(a.correct, 4);
+  EXPECT_EQ(a.evaluated, 6);
+  EXPECT_EQ(a.classes, 2);
+  EXPECT_EQ(a.confusion, (std::vector<int64_t>{2, 0, 2, 2}));
+  EXPECT_EQ(a.class_correct(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(a.class_evaluated(), (std::vector<int64_t>{2, 4}));
+  const EvalCounts& b = (*counts)[1];  // every answer flipped
+  EXPECT_EQ(b.correct, 2);
+  EXPECT_EQ(b.confusion, (std::vector<int64_t>{0, 2, 2, 2}));
+  EXPECT_EQ(b.class_evaluated(), (std::vector<int64_t>{2, 4}));
+}
+
 }  // namespace

@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <limits>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "pets/comm/communicator.hpp"
@@ -14,6 +16,7 @@
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/input/batch_tensors.hpp"
 #include "pets/train/run/stop_signal.hpp"
+#include "pets/train/state/checkpoint.hpp"
 #include "pets/train/state/training_state.hpp"
 #include "pets/train/step/adam.hpp"
 #include "pets/train/step/backbone_forward.hpp"
@@ -213,6 +216,98 @@ TEST_F(TrainStepTest, SavesAndRestoresItsOwnState) {
   pets::train::TrainingState no_head = state;
   no_head.model.clear();
   EXPECT_THROW(resumed.restore(no_head, 0, "ckpt"), pets::UsageError);
+}
+
+pets::train::OneCycleOptions schedule_at(double max_lr) {
+  pets::train::OneCycleOptions o = schedule();
+  o.max_lr = max_lr;
+  return o;
+}
+
+// A sweep: each head over the one backbone pass steps exactly as a step of that head alone (the
+// same features, its own loss, gradients, sums, Adam, schedule and loss scale), bit for bit, also
+// at an epoch's end where one rank's share is empty; each head's sums travel in an allreduce laid
+// out as a run of one head lays it.
+TEST_F(TrainStepTest, ASweepsHeadsStepAsTheirRunsAlone) {
+  const std::vector<double> lrs{1e-3, 3e-2, 0.1};
+  StepSettings fp16;
+  fp16.loss_scaling.emplace();
+  pets::model::ResNet50d model = make_model();
+  TrainStep sweep(*model, comm_, {schedule_at(lrs[0]), schedule_at(lrs[1]), schedule_at(lrs[2])},
+                  fp16);
+  ASSERT_EQ(sweep.heads(), 3);
+  std::vector<pets::model::ResNet50d> models;
+  std::vector<std::unique_ptr<TrainStep>> alone;
+  for (const double lr : lrs) {
+    models.push_back(make_model());
+    alone.push_back(std::make_unique<TrainStep>(*models.back(), comm_, schedule_at(lr), fp16));
+  }
+  const auto shares = [&](int i) {
+    return i < 2 ? global_images(mpi_.rank() * 3, 3) : global_images(0, mpi_.rank() == 0 ? 2 : 0);
+  };
+  for (int i = 0; i < 3; ++i) {
+    pets::data::Batch mine = shares(i);
+    const pets::comm::Traffic before = comm_.traffic();
+    const StepResult result = sweep.run(mine, [] { return false; });
+    const pets::comm::Traffic traffic = comm_.traffic().since(before);
+    EXPECT_EQ(traffic.collectives, 3);
+    EXPECT_EQ(traffic.bytes, 3 * (model->fc->weight.numel() + model->fc->bias.numel() + 3) * 8);
+    ASSERT_EQ(result.heads.size(), 3U);
+    for (int k = 0; k < 3; ++k) {
+      pets::data::Batch same = shares(i);
+      const StepResult own = alone[k]->run(same, [] { return false; });
+      EXPECT_EQ(result.heads[k].loss_sum, own.loss_sum) << "head " << k << " step " << i;
+      EXPECT_EQ(result.heads[k].lr, own.lr);
+      EXPECT_EQ(result.heads[k].skipped, own.skipped);
+      EXPECT_EQ(result.images, own.images);
+    }
+    EXPECT_EQ(result.loss_sum, result.heads[0].loss_sum);
+  }
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(torch::equal(sweep.head_weight(k), models[k]->fc->weight)) << "head " << k;
+    EXPECT_TRUE(torch::equal(sweep.head_bias(k), models[k]->fc->bias)) << "head " << k;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::equal(sweep.adam(k).exp_avg()[i], alone[k]->adam().exp_avg()[i]));
+      EXPECT_TRUE(torch::equal(sweep.adam(k).exp_avg_sq()[i], alone[k]->adam().exp_avg_sq()[i]));
+    }
+    EXPECT_EQ(sweep.schedule(k).step_count(), 3);
+    EXPECT_EQ(sweep.scaler(k)->growth_tracker(), alone[k]->scaler()->growth_tracker());
+  }
+  // The heads differ (other learning rates); head 0 is the model's own fc.
+  EXPECT_FALSE(torch::equal(sweep.head_weight(1), sweep.head_weight(2)));
+  EXPECT_TRUE(sweep.head_weight(0).is_same(model->fc->weight));
+
+  // Saved and restored: every head, under its own names, with its own counts.
+  pets::train::TrainingState state;
+  sweep.save(state);
+  ASSERT_EQ(state.model.size(), 6U);
+  EXPECT_EQ(state.model[2].first, "heads.1.weight");
+  EXPECT_EQ(state.model[5].first, "heads.2.bias");
+  EXPECT_EQ(state.adam_exp_avg.size(), 6U);
+  ASSERT_EQ(state.more_heads.size(), 2U);
+  EXPECT_EQ(state.more_heads[1].schedule_steps, 3);
+  EXPECT_DOUBLE_EQ(state.more_heads[1].last_lr, sweep.last_lr(2));
+  ASSERT_TRUE(state.more_heads[1].grad_scaler.has_value());
+  for (auto& [name, t] : state.model) t = t.detach().clone();
+  const pets::train::TrainingState read = pets::train::TrainingState::from_checkpoint(
+      pets::train::Checkpoint{3, std::nullopt, state.to_json(), state.tensors(), "ckpt"});
+  pets::model::ResNet50d fresh = make_model();
+  TrainStep resumed(*fresh, comm_, {schedule_at(lrs[0]), schedule_at(lrs[1]), schedule_at(lrs[2])},
+                    fp16);
+  resumed.restore(read, std::nullopt, "ckpt");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(torch::equal(resumed.head_weight(k), sweep.head_weight(k)));
+    EXPECT_TRUE(torch::equal(resumed.adam(k).exp_avg_sq()[0], sweep.adam(k).exp_avg_sq()[0]));
+    EXPECT_EQ(resumed.schedule(k).step_count(), 3);
+    EXPECT_EQ(resumed.last_lr(k), sweep.last_lr(k));
+  }
+  // Into one head, or into another number of heads: refused, naming the checkpoint.
+  pets::model::ResNet50d one = make_model();
+  TrainStep single(*one, comm_, schedule(), fp16);
+  EXPECT_THROW(single.restore(read, std::nullopt, "ckpt"), pets::UsageError);
+  pets::train::TrainingState single_state;
+  single.save(single_state);
+  EXPECT_THROW(resumed.restore(single_state, std::nullopt, "ckpt"), pets::UsageError);
 }
 
 TEST_F(TrainStepTest, LossScalingByAPowerOfTwoChangesNothing) {

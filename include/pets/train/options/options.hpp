@@ -48,7 +48,9 @@ struct TrainOptions {
   int batch_size = 64;        ///< training images per rank per step
   int eval_batch_size = 128;  ///< evaluation images per rank per step
   int image_size = 224;       ///< side of the training crops and the evaluation resize
-  double max_lr = 3e-2;       ///< OneCycle peak learning rate; Adam starts at max_lr/25
+  /// OneCycle peak learning rates, one head each (a sweep: pets/train/step/train_step.hpp);
+  /// Adam starts at max_lr/25. One value: the tutorial's single head.
+  std::vector<double> max_lr = {3e-2};
   MixedPrecision mixed_precision = MixedPrecision::kNo;  ///< the tutorial's fp16 needs a GPU
   std::uint64_t seed = 42;                               ///< set_seed(seed)
   std::string pretrained;           ///< safetensors with timm's keys; empty: random init
@@ -141,6 +143,13 @@ TrainOptions options_from_values(const std::map<std::string, std::string>& value
 /// exist or can be made and that take new files (tried for real, leaving nothing behind). Throws
 /// pets::UsageError naming the option.
 void check_paths(const TrainOptions& options);
+
+/// --max-lr's values: one number, or a comma-separated list of them (a sweep). Throws
+/// pets::UsageError naming --max-lr for an empty list or item, a value that does not parse or is
+/// not a positive finite number, and a value given twice.
+std::vector<double> parse_max_lr(const std::string& text);
+/// --max-lr's text as a user types it: "3e-2", "1e-3,3e-2" (parse_max_lr reads it back exactly).
+std::string max_lr_text(const std::vector<double>& values);
 
 std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);

@@ -10,6 +10,8 @@
 ///   train/lr            lr of the last step
 ///   eval/accuracy       percent right, as metrics.jsonl's `accuracy` (at the epoch's last step)
 ///   eval/images_per_s   evaluation images per second (at the epoch's last step)
+/// In a sweep those follow the head each epoch reports (its best), and each head k also has
+/// eval/accuracy/head_k, train/loss/head_k and train/lr/head_k at each epoch's last step.
 /// The train/ tags get a point every --progress-interval seconds (0: every step) and at each
 /// epoch's last step, where they hold the epoch's own values (metrics.jsonl's train_loss,
 /// train_images_per_s, lr). Each process writes a new file in DIR (a resumed run too: TensorBoard

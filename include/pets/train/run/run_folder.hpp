@@ -22,7 +22,8 @@ namespace pets::train {
 /// ever removed (--overwrite); anything else in the folder is the user's.
 struct RunFiles {
   std::vector<std::string> checkpoints;  ///< ckpt-<N>.safetensors and the ranks' shards of them
-  std::vector<std::string> results;      ///< latest, metrics.jsonl, model/best.safetensors
+  std::vector<std::string>
+      results;  ///< latest, metrics.jsonl, confusion.json, model/best.safetensors
   std::vector<std::string> temporaries;  ///< <one of the above>.tmp.<pid>, left by a crash
 
   /// Whether the folder holds (part of) a run: a checkpoint or a result file.

@@ -15,6 +15,8 @@
 ///                  pets_preprocess --max-side, which the evaluation images went through; "0":
 ///                  not scaled)
 ///   best.safetensors also: epoch, accuracy (percent, as the `[run]` line), correct, evaluated
+///   a sweep's model also: max_lr (the head's --max-lr value), head (its index in the sweep),
+///                  sweep_max_lr (JSON list of the sweep's --max-lr values)
 ///
 /// timm ignores the metadata (safetensors' load_file returns the tensors only).
 
@@ -58,6 +60,9 @@ struct ModelCard {
   Preprocessing preprocessing;
   /// best.safetensors: the epoch it comes from (epoch, accuracy, correct and evaluated set).
   std::optional<EpochMetrics> epoch;
+  /// A sweep: every head's --max-lr value (more than one), and the head this model is.
+  std::vector<double> sweep;
+  int head = 0;
 };
 
 /// The card of a model trained and evaluated on `loader`'s store (its labels, and the

@@ -24,6 +24,15 @@ struct GradScalerState {
   int64_t growth_tracker = 0;
 };
 
+/// What a sweep's head after the first keeps besides its tensors (the first's are
+/// TrainingState's own fields of the same names).
+struct HeadState {
+  int64_t adam_steps = 0;
+  int64_t schedule_steps = 0;
+  double last_lr = 0.0;
+  std::optional<GradScalerState> grad_scaler;
+};
+
 struct TrainingState {
   using Tensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -59,7 +68,11 @@ struct TrainingState {
   /// Checkpoints of an earlier pets_train kept every rank's buffers here instead, [world_size, n]
   /// float64 (read, never written). Undefined otherwise.
   at::Tensor rank_buffers;
-  std::vector<at::Tensor> adam_exp_avg, adam_exp_avg_sq;  ///< per head parameter
+  /// Per parameter of each head, in head order (fc.weight's, fc.bias's, then the next head's).
+  std::vector<at::Tensor> adam_exp_avg, adam_exp_avg_sq;
+  /// A sweep (several --max-lr values): the heads after the first, whose tensors are in `model`
+  /// as heads.<k>.weight and heads.<k>.bias (k from 1). Empty for one head.
+  std::vector<HeadState> more_heads;
 
   /// A state at `position` of `epoch` of the run `shape`, after the epochs of `history`; the
   /// parts of the run add theirs (TrainStep::save, BatchNormSync::save).

@@ -19,10 +19,17 @@ class Communicator;
 
 namespace pets::train {
 
-/// Correct predictions and images evaluated, over all ranks.
+/// Correct predictions and images evaluated, over all ranks, and where the errors are.
 struct EvalCounts {
   int64_t correct = 0;
   int64_t evaluated = 0;
+  int64_t classes = 0;  ///< the confusion matrix's side; 0: not counted per class
+  /// Images by true class (row) and predicted class (column), row-major, classes x classes.
+  std::vector<int64_t> confusion;
+
+  /// Per class: its images predicted right (the diagonal), and evaluated (the row's sum).
+  std::vector<int64_t> class_correct() const;
+  std::vector<int64_t> class_evaluated() const;
 };
 
 /// Where an evaluation's batches come from: `start` begins a pass, `next` gives its batches in
@@ -54,6 +61,13 @@ class Evaluator {
   /// the pass: no counts summed, no features cached.
   std::optional<EvalCounts> run(const BatchSource& source, const Features& features,
                                 const Head& head, const Interrupt& interrupt = {});
+
+  /// The same for several heads over one pass of the features (a sweep), each also counted per
+  /// class of `classes` (labels and predictions 0 .. classes-1) into its confusion matrix. One
+  /// collective sums every head's counts.
+  std::optional<std::vector<EvalCounts>> run(const BatchSource& source, const Features& features,
+                                             const std::vector<Head>& heads, int64_t classes,
+                                             const Interrupt& interrupt = {});
 
   /// True once features are cached (the next run reads no batch).
   bool cached() const { return cache_.has_value(); }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pets/train/step/backbone_forward.hpp"
 #include "pets/train/step/grad_scaler.hpp"
@@ -34,10 +35,10 @@ namespace pets::train {
 class Adam;
 struct TrainingState;
 
-/// The buffer of a step's one allreduce: float64 on the head's device, in this order: fc.weight's
-/// gradient, fc.bias's, the rank's loss sum, its image count, its stop request (1 or 0). Its size
-/// does not depend on the number of ranks (ResNet-50d's head on 37 classes: 75,816 values, 606,528
-/// bytes). float64 keeps the sum independent of the order of the reduction.
+/// The buffer of a step's allreduce for one head: float64 on the head's device, in this order:
+/// fc.weight's gradient, fc.bias's, the rank's loss sum, its image count, its stop request (1 or
+/// 0). Its size does not depend on the number of ranks (ResNet-50d's head on 37 classes: 75,816
+/// values, 606,528 bytes). float64 keeps the sum independent of the order of the reduction.
 class StepSums {
  public:
   StepSums(int64_t weight_numel, int64_t bias_numel, const c10::Device& device);
@@ -65,7 +66,7 @@ class StepSums {
 struct StepHooks {
   /// Before the rank's stop request is read and the sums travel.
   std::function<void(int64_t step)> before_allreduce;
-  /// On the summed buffer, before anything is read from it.
+  /// On the summed buffer (the first head's), before anything is read from it.
   std::function<void(int64_t step, StepSums& sums)> after_allreduce;
   /// On the averaged gradients (fc.weight's, fc.bias's), before the optimiser uses them.
   std::function<void(int64_t step, const at::Tensor& weight_grad, const at::Tensor& bias_grad)>
@@ -80,28 +81,46 @@ struct StepSettings {
   StepHooks hooks;  ///< what runs around the numerics (the test switches: step_hooks.hpp)
 };
 
-/// What one step did: the same on every rank.
-struct StepResult {
+/// What one step did to one head: the same on every rank.
+struct HeadStepResult {
   double loss_sum = 0.0;  ///< cross-entropy summed over the global batch
-  int64_t images = 0;     ///< images in the global batch
-  double lr = 0.0;        ///< the schedule's lr when the step ran
+  double lr = 0.0;        ///< the head's schedule's lr when the step ran
   bool skipped = false;   ///< fp16: inf/NaN gradients, no update (the schedule stays too)
-  bool stop = false;      ///< some rank asked to stop
 };
 
+/// What one step did: the same on every rank.
+struct StepResult {
+  double loss_sum = 0.0;  ///< the first head's cross-entropy summed over the global batch
+  int64_t images = 0;     ///< images in the global batch
+  double lr = 0.0;        ///< the first head's lr when the step ran
+  bool skipped = false;   ///< fp16: the first head's gradients were inf/NaN, no update
+  bool stop = false;      ///< some rank asked to stop
+  std::vector<HeadStepResult> heads;  ///< every head, in --max-lr order (the first too)
+};
+
+/// Trains the head (fc) of a frozen-backbone model, or several heads at once over one backbone
+/// pass (a sweep of --max-lr): head 0 is the model's fc; every other starts as a copy of the fc it
+/// was given (the same initialisation) and has its own Adam state, OneCycle schedule and fp16 loss
+/// scaler. A head's features, loss, gradients, sums and updates are computed as a run of that head
+/// alone computes them, so each head trains bitwise as a single run with its max_lr.
 class TrainStep {
  public:
   /// Trains `model`'s fc (the backbone must be frozen) with Adam and a OneCycle schedule of
   /// `schedule` on the ranks of `comm`, whose collectives take tensors on the model's device.
   TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm, const OneCycleOptions& schedule,
             StepSettings settings);
+  /// One head per schedule in `schedules` (not empty): head 0 is `model`'s fc.
+  TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
+            const std::vector<OneCycleOptions>& schedules, StepSettings settings);
   ~TrainStep();
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
   /// One step over this rank's share of the global batch (empty on some ranks at an epoch's
-  /// end: the update is that of the mean loss over the images of all ranks). Its one collective
-  /// is the allreduce of StepSums over `comm`.
+  /// end: the update is that of the mean loss over the images of all ranks). Its collectives are
+  /// one allreduce of StepSums over `comm` per head: the order in which an allreduce adds up an
+  /// element depends on its place in the buffer (Open MPI's ring algorithm reduces each segment
+  /// from another rank), so each head's buffer is laid out as a run of that head alone lays it.
   /// `stop_requested` is asked just before the allreduce, which carries its answer to every rank
   /// (a signal that arrives during the forward pass stops the run at this step). `folded`, when
   /// given, runs the backbone (--bn-mode eval). `images`, when defined, are the batch's images
@@ -110,32 +129,40 @@ class TrainStep {
   StepResult run(data::Batch& batch, const std::function<bool()>& stop_requested,
                  const model::FoldedBackbone* folded = nullptr, const at::Tensor& images = {});
 
-  Adam& adam() { return *adam_; }
-  const Adam& adam() const { return *adam_; }
-  OneCycleSchedule& schedule() { return schedule_; }
-  const OneCycleSchedule& schedule() const { return schedule_; }
-  /// The loss scaler under fp16, else null.
-  GradScaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
-  const GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
-  /// The lr of the last step taken (restored on resume).
-  double last_lr() const { return last_lr_; }
+  /// The number of heads.
+  int heads() const { return static_cast<int>(heads_.size()); }
+  /// Head `head`'s logits of pooled `features` (head 0: the model's fc).
+  at::Tensor forward_head(int head, const at::Tensor& features);
+  /// Head `head`'s weight and bias (head 0: the model's fc's).
+  const at::Tensor& head_weight(int head) const;
+  const at::Tensor& head_bias(int head) const;
 
-  /// Adds what the step trains and keeps to `state`: fc's parameters (state.model, under their
-  /// state-dict names), Adam's moments and update count, the schedule's position, last_lr() and,
-  /// under fp16, the loss scale.
+  Adam& adam(int head = 0);
+  const Adam& adam(int head = 0) const;
+  OneCycleSchedule& schedule(int head = 0);
+  const OneCycleSchedule& schedule(int head = 0) const;
+  /// The head's loss scaler under fp16, else null.
+  GradScaler* scaler(int head = 0);
+  const GradScaler* scaler(int head = 0) const;
+  /// The lr of the head's last step taken (restored on resume).
+  double last_lr(int head = 0) const;
+
+  /// Adds what the step trains and keeps to `state`: the heads' parameters (state.model, head 0
+  /// under its state-dict names, the others as heads.<k>.weight and .bias), Adam's moments and
+  /// update counts, the schedules' positions, the last lrs and, under fp16, the loss scales.
   void save(TrainingState& state) const;
-  /// Restores them from `state`, read from `path`; the schedule continues at `schedule_steps`.
-  /// Throws pets::UsageError naming `path` when they do not fit this head.
-  void restore(const TrainingState& state, int64_t schedule_steps, const std::string& path);
+  /// Restores them from `state`, read from `path`; each head's schedule continues where it was
+  /// saved, or every one at `schedule_steps` when given (a checkpoint of another rank count).
+  /// Throws pets::UsageError naming `path` when they do not fit these heads.
+  void restore(const TrainingState& state, std::optional<int64_t> schedule_steps,
+               const std::string& path);
 
  private:
+  struct Head;
   model::ResNet50dImpl& model_;
   comm::Communicator& comm_;
   StepSettings settings_;
-  std::unique_ptr<Adam> adam_;
-  OneCycleSchedule schedule_;
-  std::optional<GradScaler> scaler_;
-  double last_lr_ = 0.0;
+  std::vector<std::unique_ptr<Head>> heads_;
 };
 
 }  // namespace pets::train
