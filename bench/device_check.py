@@ -18,6 +18,9 @@ hang costs only that step:
   determinism*                   --deterministic twice): the same accuracies, the same models
   harness_*                      pets_bench on 7,400 images: roofline, model step, loader, end to
                                  end (5 epochs per run)
+  sweep_heads                    a --max-lr sweep of 8 heads against the single head on the same
+                                 images, pairs of whole pets_train runs (bench/sweep_report.py):
+                                 the wall-time ratio (target at most 1.10) and bytes_per_step
   tutorial_5_epochs,             the same job in Python with the node's torch (tutorial, profile
   step_profile, torch_ceilings   of the eager step, compiled ceilings)
 
@@ -28,7 +31,8 @@ $OUT/device_logs.tar.gz are written whatever fails; the exit status is 1 when a 
 
 Environment: OUT (required), PETS_DEVICE_DIR, PETS_DEVICE_PYTHON, PETS_DEVICE_WORK,
 PETS_DEVICE_BUDGET_S, PETS_DEVICE_STEPS, PETS_DEVICE_PER_CLASS, PETS_DEVICE_BATCH,
-PETS_DEVICE_E2E_RUNS (bench/device_check.sh --help says what each does).
+PETS_DEVICE_E2E_RUNS, PETS_DEVICE_SWEEP, PETS_DEVICE_SWEEP_PAIRS (bench/device_check.sh --help says
+what each does).
 """
 import glob
 import json
@@ -41,9 +45,13 @@ import time
 
 from device_steps import (Check, check_libraries, die, gtest_figures, python_value, read_json,
                           run_figures, same_runs, status_of, unpack)
+from sweep_report import summarise as sweep_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# The sweep_heads part: 8 heads against the single head (the tutorial's max-lr).
+SWEEP = "1e-3,2e-3,5e-3,1e-2,2e-2,3e-2,5e-2,1e-1"
+SWEEP_SINGLE = "3e-2"
 E2E_RUNS = ("np1_bf16,np1_bf16_bn_eval,np1_fp16,np1,np1_bf16_loader8,np1_bf16_loader15,"
             "np1_bf16_deterministic,np1_bf16_native_bn,np1_fp16_native_bn,"
             "np1_bf16_bn_eval_native_conv,np1_bf16_no_warm_up")
@@ -209,6 +217,7 @@ def run_checks(check, bundle, py):
     else:
         check.part("harness_measure", "skipped: no data set", 0, {})
         check.part("harness_end_to_end", "skipped: no data set", 0, {})
+    sweep_heads(check, big + "/pets.h5" if big_rc == 0 else None, b, libs, have_gpu)
 
     # The same job in Python with the node's own torch, timm and Accelerate: the tutorial's 5 epochs
     # on the same images, and the ceilings (its step and inference forward, eager and under
@@ -235,6 +244,67 @@ def run_checks(check, bundle, py):
     rc, secs = check.step("torch_ceilings", 240, [[py, HERE + "/torch_ceilings.py", "--report", out,
                                                    "--budget-s", str(check.left() - 20)] + sizes])
     check.part("torch_ceilings", status_of(rc), secs, read_json(out), check.log("torch_ceilings"))
+
+
+def sweep_heads(check, store, b, libs, have_gpu):
+    """What a --max-lr sweep costs: whole `pets_train` runs of the 8 heads of SWEEP and of the
+    single head, the same images and options otherwise, in pairs that alternate which goes first
+    (PETS_DEVICE_SWEEP_PAIRS, 3 on a GPU: 2 epochs of the 7,400 images each, about 6 s a run;
+    1 pair of one epoch at 64 px on the CPU), within 60 s: a run that would end after that is
+    not started. Figures: bench/sweep_report.py's (per pair the wall, training and CPU ratios;
+    their medians; bytes_per_step of each side; the checks of the sweep's outputs)."""
+    name = "sweep_heads"
+    if store is None:
+        check.part(name, "skipped: no data set", 0, {})
+        return
+    sweep = os.environ.get("PETS_DEVICE_SWEEP") or SWEEP
+    pairs = int(os.environ.get("PETS_DEVICE_SWEEP_PAIRS") or (3 if have_gpu else 1))
+    args = (["--device", "cuda", "--mixed-precision", "bf16", "--epochs", "2", "--batch-size", "128",
+             "--eval-batch-size", "256"] if have_gpu else
+            ["--device", "cpu", "--epochs", "1", "--image-size", "64", "--batch-size", "8",
+             "--eval-batch-size", "16"])
+    args += ["--seed", "7", "--progress", "none"]
+    work = os.path.join(check.work, "sweep")
+    facts = os.path.join(work, "facts.jsonl")
+    os.makedirs(work, exist_ok=True)
+    limit = 60
+    deadline = time.time() + min(limit, check.left()) - 3
+    commands = []
+    for pair in range(1, pairs + 1):
+        for side in (("single", "sweep") if pair % 2 else ("sweep", "single")):
+            lr = sweep if side == "sweep" else SWEEP_SINGLE
+            run = os.path.join(work, "%s-%d" % (side, pair))
+            # The timer is python3 with the system's libraries; only pets_train's mpirun gets the
+            # bundle's (LD_LIBRARY_PATH through env).
+            commands.append([sys.executable, HERE + "/sweep_report.py", "time", "--facts", facts,
+                             "--label", side, "--pair", str(pair), "--max-lr", lr, "--run", run,
+                             "--log", run + ".log", "--drop-models", "--deadline", "%.0f" % deadline,
+                             "--", "env", "LD_LIBRARY_PATH=" + libs,
+                             "mpirun", "--bind-to", "none", "-np", "1", b + "/bin/pets_train",
+                             "--data", store, "--out", run, "--max-lr", lr] + args)
+    rc, secs = check.step(name, limit, commands, dict(os.environ))
+    figures = {"settings": {"pairs": pairs, "ranks": 1, "args": " ".join(args), "store": store}}
+    try:
+        with open(facts) as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        result = sweep_summary(lines, [float(v) for v in sweep.split(",")], [float(SWEEP_SINGLE)], classes=37)
+        figures.update(result)
+        with open(check.log(name), "a") as log:
+            log.write("\n".join(result["problems"]) + "\n")
+    except (OSError, ValueError) as e:
+        figures["facts"] = "unreadable: %s" % e
+        result = None
+    status = status_of(rc)
+    if status == "passed":
+        if result is None or not result["summary"]["pairs"]:
+            status = "failed: no pair of runs finished within %d s" % limit
+        elif result["failed"]:
+            status = "failed: the sweep run did not report its %d heads" % len(sweep.split(","))
+        elif result["problems"]:
+            status = "passed, with problems in the sweep's outputs (figures: problems)"
+        elif not have_gpu:
+            status = "passed on the CPU (no GPU: the GPU runs skipped)"
+    check.part(name, status, secs, figures, check.log(name))
 
 
 def main():

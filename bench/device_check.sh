@@ -40,7 +40,10 @@
 # PETS_DEVICE_XZ_LEVEL (`prepare`'s compression, default 9), PETS_DEVICE_STEPS (a comma-separated
 # list of step names: only those run, the others are reported "skipped: not selected"; a step
 # whose input another step makes needs that one too), PETS_DEVICE_E2E_RUNS (pets_bench's
-# --e2e-runs on the GPU).
+# --e2e-runs on the GPU), PETS_DEVICE_SWEEP (the sweep_heads part's --max-lr list, default the 8
+# values 1e-3,2e-3,5e-3,1e-2,2e-2,3e-2,5e-2,1e-1, timed against --max-lr 3e-2; it needs the
+# harness's data set, so harness_synth and harness_data too), PETS_DEVICE_SWEEP_PAIRS (its
+# pairs of runs, default 3 on a GPU, 1 on the CPU; the part keeps to 60 s).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,7 +58,7 @@ max_tree_bytes=$((62 * 1024 * 1024))
 glibc_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|ld-linux-x86-64\.so\.2|libutil\.so\.1|libresolv\.so\.2|libanl\.so\.1)$'
 
 die() { echo "device_check: error: $*" >&2; exit 1; }
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---- prepare (build machine) -----------------------------------------------------------------
 

@@ -9,3 +9,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 synth=$1 preprocess=$2 train=$3
 use_mpiexec "$5" "$6" "$7"
 enter_workdir "$4"
+
+# wait_for FILE PATTERN SECONDS PID: until FILE has a line matching PATTERN; false if PID ends or
+# time runs out first.
+wait_for() {
+  local file=$1 pattern=$2 seconds=$3 pid=$4 i
+  for ((i = 0; i < seconds * 10; i++)); do
+    grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -qE -- "$pattern" "$file" 2>/dev/null; return; }
+    sleep 0.1
+  done
+  return 1
+}

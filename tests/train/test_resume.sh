@@ -106,11 +106,7 @@ epoch_lrs_match "-np 3" ranks_3/metrics.jsonl 3 3 3 3
 # The stop checkpoints the last step completed: SIGUSR1 while rank 0 is held in global step 12
 # (epoch 1, 9 steps an epoch) lands at epoch 1, step 3.
 PETS_PAUSE_STEP=12:3 start_np 2 -x PETS_PAUSE_STEP "$train" "${common[@]}" --out mid > mid.out 2> mid.err
-for _ in $(seq 1 6000); do
-  grep -q '^pausing in step 12 ' mid.err && break
-  kill -0 "$np_pid" || break
-  sleep 0.1
-done
+wait_for mid.err "^pausing in step 12 " 600 "$np_pid" || fail "rank 0 never paused in step 12"
 kill -USR1 "$np_pid"
 wait "$np_pid"; status=$?
 [ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; show mid.err; }

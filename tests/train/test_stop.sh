@@ -31,18 +31,6 @@ echo $? >"$RANK_STATUS.${OMPI_COMM_WORLD_RANK:-0}"
 EOF
 chmod +x rank.sh
 
-# wait_for FILE PATTERN SECONDS PID: until FILE has a line matching PATTERN; false if PID ends or
-# time runs out first.
-wait_for() {
-  local file=$1 pattern=$2 seconds=$3 pid=$4 i
-  for ((i = 0; i < seconds * 10; i++)); do
-    grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || { grep -qE -- "$pattern" "$file" 2>/dev/null; return; }
-    sleep 0.1
-  done
-  return 1
-}
-
 # state_of CKPT [FORMAT]: "epoch E, step S" (or FORMAT, a Python format of the state's fields)
 # from the checkpoint's own state.
 state_of() {

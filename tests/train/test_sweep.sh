@@ -73,11 +73,7 @@ same_end "resumed after epoch 1" after_1
 # Mid-epoch: SIGUSR1 while rank 0 is held in global step 3 (of 8 an epoch).
 PETS_PAUSE_STEP=3:3 start_np 2 -x PETS_PAUSE_STEP "$train" "${common[@]}" --mixed-precision no \
   --bn-mode train --max-lr "$sweep" --keep-best --out mid > mid.out 2> mid.err
-for _ in $(seq 1 6000); do
-  grep -q '^pausing in step 3 ' mid.err && break
-  kill -0 "$np_pid" || break
-  sleep 0.1
-done
+wait_for mid.err "^pausing in step 3 " 600 "$np_pid" || fail "rank 0 never paused in step 3"
 kill -USR1 "$np_pid"
 wait "$np_pid"; status=$?
 [ "$status" -eq 75 ] || { fail "stop by SIGUSR1 exited $status, not 75"; show mid.err; }

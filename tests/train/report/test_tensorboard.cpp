@@ -114,6 +114,35 @@ TEST(TensorBoardLog, ProgressAtTheIntervalAndEpochsAtTheirLastStep) {
   fs::remove_all(dir);
 }
 
+// A sweep: besides the run's series (which follow each epoch's best head), a series per head.
+TEST(TensorBoardLog, ASweepHasASeriesPerHead) {
+  const fs::path dir = fresh_folder("sweep");
+  CapturedLog captured;
+  TensorBoardLog board(dir.string(), true, seconds(30), captured.log);
+  pets::train::EpochMetrics m = epoch_metrics();
+  for (const double max_lr : {1e-3, 3e-2}) {
+    pets::train::HeadMetrics h;
+    h.max_lr = max_lr;
+    h.lr = max_lr / 25;
+    h.train_loss = max_lr * 10;
+    h.accuracy = max_lr * 1000;
+    m.heads.push_back(h);
+  }
+  board.epoch(6, m);
+  const std::vector<DecodedEvent> events = pets::test::read_events(board.path());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].step, 6);
+  EXPECT_EQ(tags(events[2]),
+            (std::vector<std::string>{
+                "eval/accuracy", "eval/images_per_s", "train/loss", "train/images_per_s",
+                "train/lr", "eval/accuracy/head_0", "train/loss/head_0", "train/lr/head_0",
+                "eval/accuracy/head_1", "train/loss/head_1", "train/lr/head_1"}));
+  EXPECT_EQ(value_of(events[2], "eval/accuracy/head_1"), 30.0f);
+  EXPECT_EQ(value_of(events[2], "train/loss/head_0"), 1e-2f);
+  EXPECT_EQ(value_of(events[2], "train/lr/head_1"), static_cast<float>(3e-2 / 25));
+  fs::remove_all(dir);
+}
+
 TEST(TensorBoardLog, IntervalZeroIsEveryStep) {
   const fs::path dir = fresh_folder("every");
   CapturedLog captured;
