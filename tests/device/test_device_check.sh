@@ -71,6 +71,7 @@ case "$(status_of "$report" tutorial_5_epochs)" in
   passed | "skipped: "*" has no torchvision or PIL") ;;
   *) fail "tutorial_5_epochs: $(status_of "$report" tutorial_5_epochs)" ;;
 esac
+check_eq sweep_heads "$(status_of "$report" sweep_heads)" "passed on the CPU (no GPU: the GPU runs skipped)"
 check_eq harness_end_to_end "$(status_of "$report" harness_end_to_end)" \
   "passed on the CPU (no GPU: the GPU runs skipped)"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["targets"]; sys.exit(0 if list(t) == ["not_measured"] else 1)' \

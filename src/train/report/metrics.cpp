@@ -142,13 +142,13 @@ std::string run_summary_line(const std::vector<EpochMetrics>& epochs, double wal
 
 namespace {
 
-/// Percent right per class, by name.
+/// Percent right per class, by name; null for a class without held-out images.
 nlohmann::json class_accuracy(const std::vector<int64_t>& correct,
                               const std::vector<int64_t>& evaluated,
                               const std::vector<std::string>& labels) {
   nlohmann::json j = nlohmann::json::object();
   for (std::size_t c = 0; c < labels.size() && c < correct.size() && c < evaluated.size(); ++c)
-    j[labels[c]] = percent(correct[c], evaluated[c]);
+    j[labels[c]] = evaluated[c] > 0 ? nlohmann::json(percent(correct[c], evaluated[c])) : nullptr;
   return j;
 }
 

@@ -228,6 +228,14 @@ TEST(Metrics, ASweepsLinesCarryEveryHeadAndThePerClassAccuracies) {
   EXPECT_EQ(j.at("heads")[2].at("class_accuracy").at("d"), 50.0);
   EXPECT_EQ(j.at("class_accuracy").at("b"), 90.0);  // the reported head's
   EXPECT_EQ(j.at("class_correct"), (std::vector<int64_t>{10, 9, 8, 8}));
+  // A class without held-out images has no accuracy: null, not 0.
+  EpochMetrics unseen = m;
+  unseen.class_correct = {1, 0};
+  unseen.class_evaluated = {2, 0};
+  unseen.heads.clear();
+  const nlohmann::json u = nlohmann::json::parse(pets::train::metrics_jsonl({unseen}, {"a", "b"}));
+  EXPECT_EQ(u.at("class_accuracy").at("a"), 50.0);
+  EXPECT_TRUE(u.at("class_accuracy").at("b").is_null());
   // Read back (a checkpoint's history): every head, the per-class counts.
   const EpochMetrics back = j.get<EpochMetrics>();
   EXPECT_EQ(back.head, 1);

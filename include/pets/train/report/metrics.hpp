@@ -119,7 +119,8 @@ std::vector<int> worst_classes(const std::vector<int64_t>& correct,
                                const std::vector<int64_t>& evaluated, int n);
 
 /// metrics.jsonl: one JSON object per epoch, one per line. With `labels`, each line also has
-/// `class_accuracy`, the percent right per class by name (and so has each of a sweep's heads).
+/// `class_accuracy`, the percent right per class by name, null for a class without held-out images
+/// (and so has each of a sweep's heads).
 std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs,
                           const std::vector<std::string>& labels = {});
 
