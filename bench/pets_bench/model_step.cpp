@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "harness.hpp"
 #include "pets/data/loader.hpp"
@@ -132,28 +134,40 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
         {"bytes_per_step_one_head", bytes_of(train_step)},
         {"bytes_per_step", bytes_of(sweep_step)}};
   }
-  // What each step adds for a stop: every rank keeps a copy of the state after the step (rank 0
-  // the checkpoint's, the others their BatchNorm statistics under --bn-mode train; the trainer's
-  // state_after_step): fc, Adam's moments and every buffer, cloned. Microseconds per call, the
-  // device's work included.
+  // What each step adds for a stop: every rank keeps a copy of the state after the step (the
+  // trainer's state_after_step). Rank 0 copies the checkpoint's (fc, Adam's moments, every
+  // buffer: TrainingState::cloned); another rank under --bn-mode train only its shard's, its
+  // BatchNorm statistics (TrainingState::shard_part), where it copied the whole state before.
+  // Microseconds per call, the device's work included, with one head and with a sweep's 8.
   {
     options.mixed_precision = pets::train::MixedPrecision::kNo;
     const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
     const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
     pets::train::OneCycleOptions schedule;
     schedule.total_steps = 1;
-    const pets::train::TrainStep train_step(*model, backend->device_comm(), schedule,
-                                            backend->step_settings());
-    const auto call = [&] {
+    for (const int heads : {1, 8}) {
+      const pets::train::TrainStep train_step(
+          *model, backend->device_comm(),
+          std::vector<pets::train::OneCycleOptions>(heads, schedule), backend->step_settings());
       pets::train::TrainingState state;
+      state.position.step = 1;
       train_step.save(state);
       batchnorm.save(state);
-      const pets::train::TrainingState copy = state.cloned();
-      if (device.is_cuda()) torch::cuda::synchronize();
-      PETS_CHECK(!copy.model.empty(), "model step: no state to keep");
-    };
-    out["stop_commit_us"] =
-        1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+      // What BatchNormSync::save marks mid-epoch at several ranks (this world has one).
+      state.rank_shards = true;
+      for (const auto& b : model->named_buffers(true)) state.per_rank.push_back(b.key());
+      const auto time_copy = [&](const std::function<pets::train::TrainingState()>& copy) {
+        const auto call = [&] {
+          const pets::train::TrainingState kept = copy();
+          if (device.is_cuda()) torch::cuda::synchronize();
+          PETS_CHECK(!kept.model.empty(), "model step: no state to keep");
+        };
+        return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+      };
+      const std::string suffix = heads == 1 ? "" : "_8_heads";
+      out["stop_commit_us" + suffix] = time_copy([&] { return state.cloned(); });
+      out["stop_commit_other_rank_us" + suffix] = time_copy([&] { return state.shard_part(); });
+    }
   }
   return out;
 }

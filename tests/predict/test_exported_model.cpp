@@ -108,14 +108,28 @@ TEST_F(ExportedModelTest, CardReadsBackExactly) {
   EXPECT_EQ(read.epoch->evaluated, 40);
 }
 
-TEST_F(ExportedModelTest, ExportedModuleHoldsItsStateDictAndTheCard) {
-  torch::nn::Linear module(4, 3);
-  pets::train::write_exported_model(path("model.safetensors"), *module, card());
+TEST_F(ExportedModelTest, ExportedModuleHoldsItsStateDictTheHeadGivenAndTheCard) {
+  torch::nn::Module module;
+  const auto body = module.register_module("body", torch::nn::Linear(2, 4));
+  const auto fc = module.register_module("fc", torch::nn::Linear(4, 3));
+  const pets::train::ExportedHead head{torch::full({3, 4}, 0.5), torch::full({3}, -1.0)};
+  const torch::Tensor kept = fc->weight.clone();
+  pets::train::write_exported_model(path("model.safetensors"), module, head, card());
   const auto file = pets::model::SafetensorsFile::open(path("model.safetensors"));
-  EXPECT_EQ(file.tensors().size(), 2u);
-  EXPECT_EQ(file.at("weight").shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(file.tensors().size(), 4u);
+  EXPECT_EQ(file.at("fc.weight").shape, (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(pets::train::read_model_card(file).labels, card().labels);
-  EXPECT_TRUE(torch::equal(pets::model::to_tensor(file, file.at("weight")), module->weight));
+  EXPECT_TRUE(torch::equal(pets::model::to_tensor(file, file.at("fc.weight")), head.weight));
+  EXPECT_TRUE(torch::equal(pets::model::to_tensor(file, file.at("fc.bias")), head.bias));
+  EXPECT_TRUE(torch::equal(pets::model::to_tensor(file, file.at("body.weight")), body->weight));
+  EXPECT_TRUE(torch::equal(fc->weight, kept));  // the model itself is not changed
+  // A head of another shape, or a model without fc, is refused and writes nothing.
+  EXPECT_THROW(pets::train::write_exported_model(path("wrong.safetensors"), module,
+                                                 {torch::zeros({2, 4}), torch::zeros({2})}, card()),
+               pets::Error);
+  EXPECT_THROW(pets::train::write_exported_model(path("wrong.safetensors"), *body, head, card()),
+               pets::Error);
+  EXPECT_FALSE(std::filesystem::exists(path("wrong.safetensors")));
 }
 
 TEST_F(ExportedModelTest, RefusesWhatItCannotUse) {

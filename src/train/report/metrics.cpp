@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "pets/util/error.hpp"
 #include "pets/util/number_text.hpp"
 
 namespace pets::train {
@@ -48,12 +49,13 @@ void set_heads(EpochMetrics& m, std::vector<HeadMetrics> heads) {
   const HeadMetrics& h = heads.at(m.head);
   m.train_loss = h.train_loss;
   m.lr = h.lr;
+  m.max_lr = h.max_lr;
   m.accuracy = h.accuracy;
   m.correct = h.correct;
   m.evaluated = h.evaluated;
   m.class_correct = h.class_correct;
   m.class_evaluated = h.class_evaluated;
-  m.heads = std::move(heads);
+  if (heads.size() > 1) m.heads = std::move(heads);
 }
 
 std::string head_line(const EpochMetrics& m, int head) {
@@ -170,23 +172,27 @@ std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs,
   return text;
 }
 
-nlohmann::json confusion_json(const EpochMetrics& epoch, const std::vector<double>& max_lr,
+nlohmann::json confusion_json(const EpochMetrics& epoch,
                               const std::vector<std::vector<int64_t>>& confusions,
                               const std::vector<std::string>& labels) {
   const std::size_t classes = labels.size();
+  PETS_CHECK(confusions.size() == std::max<std::size_t>(epoch.heads.size(), 1),
+             "confusion.json: " + std::to_string(confusions.size()) + " matrices for " +
+                 std::to_string(std::max<std::size_t>(epoch.heads.size(), 1)) + " heads");
   nlohmann::json heads = nlohmann::json::array();
   for (std::size_t k = 0; k < confusions.size(); ++k) {
     const std::vector<int64_t>& c = confusions[k];
+    PETS_CHECK(c.size() == classes * classes, "confusion.json: head " + std::to_string(k) +
+                                                  "'s matrix is not " + std::to_string(classes) +
+                                                  " x " + std::to_string(classes));
     nlohmann::json matrix = nlohmann::json::array();
-    int64_t correct = 0, evaluated = 0;
     for (std::size_t t = 0; t < classes; ++t) {
       const auto row = c.begin() + static_cast<std::ptrdiff_t>(t * classes);
       matrix.push_back(std::vector<int64_t>(row, row + static_cast<std::ptrdiff_t>(classes)));
-      for (std::size_t p = 0; p < classes; ++p) evaluated += c.at(t * classes + p);
-      correct += c.at(t * classes + t);
     }
-    heads.push_back({{"max_lr", max_lr.at(k)},
-                     {"accuracy", percent(correct, evaluated)},
+    const bool sweep = !epoch.heads.empty();
+    heads.push_back({{"max_lr", sweep ? epoch.heads[k].max_lr : epoch.max_lr},
+                     {"accuracy", sweep ? epoch.heads[k].accuracy : epoch.accuracy},
                      {"matrix", std::move(matrix)}});
   }
   return {{"epoch", epoch.epoch}, {"labels", labels}, {"chosen", epoch.head}, {"heads", heads}};
@@ -203,6 +209,7 @@ void epoch_metrics_fields(M& m, F&& f) {
   f("evaluated", m.evaluated);
   f("train_loss", m.train_loss);
   f("lr", m.lr);
+  f("max_lr", m.max_lr);
   f("train_images_per_s", m.train_images_per_s);
   f("eval_images_per_s", m.eval_images_per_s);
   f("train_seconds", m.train_seconds);
@@ -239,7 +246,7 @@ void head_metrics_fields(H& h, F&& f) {
 /// Keys an earlier pets_train did not write: read as 0 (comm_share: as not measured).
 bool added_later(std::string_view key) {
   return key == "upload_share" || key == "bytes_per_step" || key == "comm_share" ||
-         key == "comm_bytes" || key == "comm_seconds";
+         key == "comm_bytes" || key == "comm_seconds" || key == "max_lr";
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void RunSession::write_confusion(const EpochMetrics& epoch,
                                  const std::vector<std::string>& labels) const {
   if (mpi_.rank() != 0) return;
   write_file_atomically((fs::path(options_.out) / kConfusionFileName).string(),
-                        confusion_json(epoch, options_.max_lr, confusions, labels).dump() + "\n");
+                        confusion_json(epoch, confusions, labels).dump() + "\n");
 }
 
 ModelCard RunSession::card(const data::Loader& loader, const EpochMetrics* epoch,
@@ -136,30 +136,31 @@ ModelCard RunSession::card(const data::Loader& loader, const EpochMetrics* epoch
   return c;
 }
 
-std::string RunSession::export_model(const torch::nn::Module& model, const ModelCard& card,
-                                     const char* name) const {
+std::string RunSession::export_model(const torch::nn::Module& model, const ExportedHead& head,
+                                     const ModelCard& card, const char* name) const {
   if (mpi_.rank() != 0) return "";
   const std::string path = (fs::path(options_.out) / name).string();
-  write_exported_model(path, model, card);
+  write_exported_model(path, model, head, card);
   return path;
 }
 
 void RunSession::keep_best(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
-                           const data::Loader& loader) const {
+                           const ExportedHead& head, const data::Loader& loader) const {
   if (mpi_.rank() != 0 || history.empty()) return;
   // The best so far is known from the history, a resumed run's earlier epochs included.
   const EpochMetrics& best = *best_epoch(history);
   const std::string kept = (fs::path(options_.out) / kBestModelFileName).string();
   if (&best == &history.back())
     log_.note("[epoch " + std::to_string(best.epoch) + "] best so far: model kept as " +
-              export_model(model, card(loader, &best, true), kBestModelFileName));
+              export_model(model, head, card(loader, &best, true), kBestModelFileName));
   else if (!fs::exists(kept))
     log_.note("warning: --keep-best: " + kept + " is missing, so the best epoch so far (" +
               std::to_string(best.epoch) + ") is not kept; it will hold the next better one");
 }
 
 std::string RunSession::finish(const std::vector<EpochMetrics>& history,
-                               const torch::nn::Module& model, const data::Loader& loader) const {
+                               const torch::nn::Module& model, const ExportedHead& head,
+                               const data::Loader& loader) const {
   log_.note("--resume: the run in " + options_.out + " has finished its " +
             count_text(options_.epochs, "epoch") + "; nothing to train");
   if (!history.empty()) log_.result(result_line(history.back()));
@@ -170,7 +171,8 @@ std::string RunSession::finish(const std::vector<EpochMetrics>& history,
   const std::string path =
       fs::exists(model_path)
           ? model_path.string()
-          : export_model(model, card(loader, history.empty() ? nullptr : &history.back(), false));
+          : export_model(model, head,
+                         card(loader, history.empty() ? nullptr : &history.back(), false));
   log_.note("final model: " + path);
   return path;
 }

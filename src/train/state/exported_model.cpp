@@ -186,10 +186,22 @@ ModelCard read_model_card(const model::SafetensorsFile& file) {
 }
 
 void write_exported_model(const std::string& path, const torch::nn::Module& model,
-                          const ModelCard& card) {
+                          const ExportedHead& head, const ModelCard& card) {
   model::NamedTensors tensors;
-  for (const auto& [name, t] : model::state_dict(model))
-    tensors.emplace_back(name, t.cpu().contiguous());
+  int replaced = 0;
+  for (auto [name, t] : model::state_dict(model)) {
+    const at::Tensor* written = name == "fc.weight" ? &head.weight
+                                : name == "fc.bias" ? &head.bias
+                                                    : nullptr;
+    if (written != nullptr) {
+      PETS_CHECK(written->sizes() == t.sizes(),
+                 "export: the head's " + name + " has another shape " + "than the model's");
+      t = *written;
+      ++replaced;
+    }
+    tensors.emplace_back(name, t.detach().cpu().contiguous());
+  }
+  PETS_CHECK(replaced == 2, "export: the model has no fc.weight and fc.bias to write the head as");
   model::write_tensors(path, tensors, model_metadata(card));
 }
 

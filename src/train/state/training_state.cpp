@@ -42,6 +42,24 @@ TrainingState TrainingState::cloned() const {
   return s;
 }
 
+TrainingState TrainingState::shard_part() const {
+  TrainingState s;
+  s.config = config;
+  s.world_size = world_size;
+  s.steps_per_epoch = steps_per_epoch;
+  s.epoch = epoch;
+  s.position = position;
+  s.schedule_steps = schedule_steps;
+  s.store = store;
+  s.rank_shards = rank_shards;
+  if (!rank_shards) return s;
+  s.per_rank = per_rank;
+  const std::set<std::string> names(per_rank.begin(), per_rank.end());
+  for (const auto& [name, t] : model)
+    if (names.count(name) != 0) s.model.emplace_back(name, t.detach().clone());
+  return s;
+}
+
 void TrainingState::restore_model_tensors(const Tensors& targets, const std::string& path) const {
   std::map<std::string, at::Tensor> saved(model.begin(), model.end());
   torch::NoGradGuard no_grad;

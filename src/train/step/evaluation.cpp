@@ -37,13 +37,15 @@ std::optional<std::vector<EvalCounts>> Evaluator::run(const BatchSource& source,
                                                       int64_t classes, const Interrupt& interrupt) {
   const auto interrupted = [&] { return interrupt && interrupt(); };
   torch::NoGradGuard no_grad;
-  // Each head's predictions and the labels stay on the features' device and are read once at the
-  // end: no batch waits for the device, so on a GPU the host queues the next batch while one runs.
-  std::vector<std::vector<torch::Tensor>> predictions(heads.size());
-  std::vector<torch::Tensor> labels;
+  // The heads' predictions (one row per head) and the labels stay on the features' device and are
+  // read once at the end, in one tensor: no batch waits for the device, so on a GPU the host
+  // queues the next batch while one runs.
+  std::vector<torch::Tensor> predictions, labels;
   const auto count = [&](const torch::Tensor& f, const torch::Tensor& batch_labels) {
-    for (std::size_t k = 0; k < heads.size(); ++k) predictions[k].push_back(heads[k](f).argmax(1));
-    labels.push_back(batch_labels);
+    std::vector<torch::Tensor> rows;
+    for (const Head& head : heads) rows.push_back(head(f).argmax(1));
+    predictions.push_back(torch::stack(rows));
+    labels.push_back(batch_labels.to(torch::kLong).unsqueeze(0));
   };
   if (cache_) {
     for (const CachedBatch& b : *cache_) count(b.features, b.labels);
@@ -67,13 +69,16 @@ std::optional<std::vector<EvalCounts>> Evaluator::run(const BatchSource& source,
   const std::size_t stride = 2 + static_cast<std::size_t>(classes * classes);
   std::vector<int64_t> sums(heads.size() * stride, 0);
   if (!labels.empty()) {
-    const torch::Tensor truth = torch::cat(labels).to(torch::kCPU, torch::kLong);
-    const int64_t* t = truth.data_ptr<int64_t>();
+    // Row 0 the labels, row 1 + k head k's predictions.
+    const torch::Tensor read = torch::cat({torch::cat(labels, 1), torch::cat(predictions, 1)})
+                                   .to(torch::kCPU)
+                                   .contiguous();
+    const int64_t n = read.size(1);
+    const int64_t* t = read.data_ptr<int64_t>();
     for (std::size_t k = 0; k < heads.size(); ++k) {
-      const torch::Tensor predicted = torch::cat(predictions[k]).to(torch::kCPU, torch::kLong);
-      const int64_t* p = predicted.data_ptr<int64_t>();
+      const int64_t* p = t + static_cast<int64_t>(k + 1) * n;
       int64_t* head = &sums[k * stride];
-      for (int64_t i = 0; i < truth.numel(); ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         head[0] += p[i] == t[i] ? 1 : 0;
         if (classes > 0) {
           PETS_CHECK(t[i] >= 0 && t[i] < classes && p[i] >= 0 && p[i] < classes,
@@ -82,7 +87,7 @@ std::optional<std::vector<EvalCounts>> Evaluator::run(const BatchSource& source,
           ++head[2 + t[i] * classes + p[i]];
         }
       }
-      head[1] = truth.numel();
+      head[1] = n;
     }
   }
   comm_.allreduce_counters(sums);

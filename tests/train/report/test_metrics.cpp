@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "pets/train/report/metrics.hpp"
+#include "pets/util/error.hpp"
 
 namespace {
 
@@ -95,10 +96,11 @@ TEST(Metrics, JsonLinesRoundTripWithEveryKey) {
   const nlohmann::json j = nlohmann::json::parse(text.substr(0, text.find('\n')));
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "accuracy", "bytes_per_step", "comm_share", "correct", "epoch",
-                      "eval_images_per_s", "eval_seconds", "evaluated", "loader_wait_share", "lr",
-                      "train_images_per_s", "train_loss", "train_seconds", "upload_share"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"accuracy", "bytes_per_step", "comm_share", "correct",
+                                      "epoch", "eval_images_per_s", "eval_seconds", "evaluated",
+                                      "loader_wait_share", "lr", "max_lr", "train_images_per_s",
+                                      "train_loss", "train_seconds", "upload_share"}));
   const EpochMetrics back = j.get<EpochMetrics>();
   EXPECT_EQ(nlohmann::json(back).dump(), j.dump());
   // A line written before upload_share, bytes_per_step and comm_share were recorded reads, with 0
@@ -251,16 +253,55 @@ TEST(Metrics, ASweepsLinesCarryEveryHeadAndThePerClassAccuracies) {
 
 TEST(Metrics, ConfusionJsonHoldsEveryHeadsMatrixByTrueClass) {
   EpochMetrics m = sample();
-  m.head = 1;
-  // Two heads, two classes: head 0 right on 3 of 4, head 1 on all 4.
+  // Two heads, two classes: head 0 right on 3 of 4, head 1 on all 4. The accuracies and max-lrs
+  // are the epoch's figures of each head, not recounted from the matrices.
+  HeadMetrics first = head(1e-3, 1.0, 3, {2, 1}), second = head(3e-2, 1.0, 4, {2, 2});
+  first.evaluated = second.evaluated = 4;
+  first.accuracy = 75.0;
+  second.accuracy = 100.0;
+  pets::train::set_heads(m, {first, second});
   const nlohmann::json j =
-      pets::train::confusion_json(m, {1e-3, 3e-2}, {{2, 0, 1, 1}, {2, 0, 0, 2}}, {"cat", "dog"});
+      pets::train::confusion_json(m, {{2, 0, 1, 1}, {2, 0, 0, 2}}, {"cat", "dog"});
   EXPECT_EQ(j.at("epoch"), 3);
   EXPECT_EQ(j.at("chosen"), 1);
   EXPECT_EQ(j.at("labels"), (std::vector<std::string>{"cat", "dog"}));
   ASSERT_EQ(j.at("heads").size(), 2U);
   EXPECT_EQ(j.at("heads")[0].at("matrix"), (std::vector<std::vector<int64_t>>{{2, 0}, {1, 1}}));
   EXPECT_EQ(j.at("heads")[0].at("accuracy"), 75.0);
+  EXPECT_EQ(j.at("heads")[0].at("max_lr"), 1e-3);
   EXPECT_EQ(j.at("heads")[1].at("accuracy"), 100.0);
   EXPECT_EQ(j.at("heads")[1].at("max_lr"), 3e-2);
+  // One head: the epoch's own figures; a matrix for another number of heads is refused.
+  EpochMetrics single = sample();
+  HeadMetrics only = head(2e-2, 1.0, 3, {2, 1});
+  only.accuracy = 75.0;
+  pets::train::set_heads(single, {only});
+  const nlohmann::json one = pets::train::confusion_json(single, {{2, 0, 1, 1}}, {"cat", "dog"});
+  ASSERT_EQ(one.at("heads").size(), 1U);
+  EXPECT_EQ(one.at("heads")[0].at("max_lr"), 2e-2);
+  EXPECT_EQ(one.at("heads")[0].at("accuracy"), 75.0);
+  EXPECT_EQ(one.at("chosen"), 0);
+  EXPECT_THROW(pets::train::confusion_json(single, {{2, 0, 1, 1}, {2, 0, 0, 2}}, {"cat", "dog"}),
+               pets::Error);
+}
+
+TEST(Metrics, OneHeadsFiguresAreTheEpochsWithoutAHeadsList) {
+  EpochMetrics m = sample();
+  HeadMetrics only = head(2e-2, 0.75, 30, {10, 10, 5, 5});
+  pets::train::set_heads(m, {only});
+  EXPECT_TRUE(m.heads.empty());
+  EXPECT_EQ(m.head, 0);
+  EXPECT_EQ(m.max_lr, 2e-2);
+  EXPECT_EQ(m.lr, 2e-2 / 25);
+  EXPECT_EQ(m.train_loss, 0.75);
+  EXPECT_EQ(m.correct, 30);
+  EXPECT_EQ(m.evaluated, 40);
+  EXPECT_EQ(m.accuracy, 75.0);
+  EXPECT_EQ(m.class_correct, (std::vector<int64_t>{10, 10, 5, 5}));
+  EXPECT_EQ(m.class_evaluated, (std::vector<int64_t>{10, 10, 10, 10}));
+  // max_lr travels through metrics.jsonl and checkpoints; an earlier file without it reads 0.
+  nlohmann::json j = m;
+  EXPECT_EQ(j.get<EpochMetrics>().max_lr, 2e-2);
+  j.erase("max_lr");
+  EXPECT_EQ(j.get<EpochMetrics>().max_lr, 0.0);
 }

@@ -309,3 +309,27 @@ TEST_F(TrainingStateTest, ShardsBelongToTheirCheckpointAndCompleteIt) {
 }
 
 }  // namespace
+
+TEST_F(TrainingStateTest, AnotherRanksPartHoldsItsShardAlone) {
+  TrainingState s = sample(true);
+  s.rank_buffers = at::Tensor();
+  s.rank_shards = true;
+  s.per_rank = {"bn1.running_mean", "bn1.num_batches_tracked"};
+  const TrainingState part = s.shard_part();
+  ASSERT_EQ(part.model.size(), 2u);  // fc left out, and Adam's moments
+  EXPECT_EQ(part.model[0].first, "bn1.running_mean");
+  EXPECT_TRUE(part.adam_exp_avg.empty() && part.adam_exp_avg_sq.empty());
+  // Copies: training goes on changing the model's tensors in place.
+  EXPECT_NE(part.model[0].second.data_ptr(), s.model[2].second.data_ptr());
+  s.model[2].second.add_(1.0);
+  EXPECT_FALSE(torch::equal(part.model[0].second, s.model[2].second));
+  // The same shard file as the whole state writes, under the same checkpoint's name.
+  const std::string written = part.save_shard(dir_.string(), 1);
+  EXPECT_EQ(fs::path(written).filename(), "ckpt-10.epoch-1.step-4.rank-1.safetensors");
+  const TrainingState own = s.read_shard(dir_.string(), 1);
+  ASSERT_EQ(own.model.size(), 2u);
+  EXPECT_TRUE(torch::equal(own.model[0].second, part.model[0].second));
+  // Without shards (an epoch's start, one rank, --bn-mode eval) another rank keeps nothing.
+  TrainingState whole = sample(false);
+  EXPECT_TRUE(whole.shard_part().model.empty());
+}

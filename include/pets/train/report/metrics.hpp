@@ -32,6 +32,7 @@ struct EpochMetrics {
   int64_t evaluated = 0;
   double train_loss = 0.0;  ///< mean cross-entropy over the epoch's training images
   double lr = 0.0;          ///< the lr of the epoch's last step
+  double max_lr = 0.0;      ///< the --max-lr value of the head these figures are of
   double train_images_per_s = 0.0;
   double eval_images_per_s = 0.0;
   double train_seconds = 0.0;
@@ -80,8 +81,8 @@ void set_evaluation(EpochMetrics& metrics, int64_t correct, int64_t evaluated, d
 /// exports).
 int best_head(const std::vector<HeadMetrics>& heads);
 
-/// A sweep's epoch: `metrics` (its training figures those of the first head) takes the training
-/// and evaluation figures of the best head of `heads` (best_head), which it keeps.
+/// Every epoch's heads, one or a sweep's: `metrics` takes the training and evaluation figures of
+/// the best head of `heads` (best_head), and keeps `heads` where there are several (a sweep).
 void set_heads(EpochMetrics& metrics, std::vector<HeadMetrics> heads);
 
 /// Percent of `evaluated` right, 0 when none was.
@@ -128,9 +129,10 @@ std::string metrics_jsonl(const std::vector<EpochMetrics>& epochs,
 inline constexpr const char* kConfusionFileName = "confusion.json";
 
 /// confusion.json of `epoch`: {"epoch", "labels", "chosen" (the head the epoch reports), "heads":
-/// [{"max_lr", "accuracy", "matrix"}]}, one head per value of `max_lr` with its row of
-/// `confusions` (classes x classes, row-major) as `matrix[true][predicted]`.
-nlohmann::json confusion_json(const EpochMetrics& epoch, const std::vector<double>& max_lr,
+/// [{"max_lr", "accuracy", "matrix"}]}, one head per row of `confusions` (classes x classes,
+/// row-major) as `matrix[true][predicted]`, its max-lr and accuracy the epoch's figures of that
+/// head (`epoch.heads`, or the epoch's own for one head).
+nlohmann::json confusion_json(const EpochMetrics& epoch,
                               const std::vector<std::vector<int64_t>>& confusions,
                               const std::vector<std::string>& labels);
 

@@ -73,23 +73,23 @@ class RunSession {
   void write_confusion(const EpochMetrics& epoch,
                        const std::vector<std::vector<int64_t>>& confusions,
                        const std::vector<std::string>& labels) const;
-  /// Rank 0 exports `model` (timm's names, `card` as its metadata: exported_model.hpp) as `name`
-  /// in --out; its path there, empty on the other ranks.
-  std::string export_model(const torch::nn::Module& model, const ModelCard& card,
-                           const char* name = kModelFileName) const;
+  /// Rank 0 exports `model` with `head` as its fc (timm's names, `card` as its metadata:
+  /// exported_model.hpp) as `name` in --out; its path there, empty on the other ranks.
+  std::string export_model(const torch::nn::Module& model, const ExportedHead& head,
+                           const ModelCard& card, const char* name = kModelFileName) const;
   /// The card of the run's model from the head `epoch` reports (a sweep's: its max-lr and the
   /// sweep's); `with_epoch`: the epoch's figures too (best.safetensors).
   ModelCard card(const data::Loader& loader, const EpochMetrics* epoch, bool with_epoch) const;
-  /// --keep-best, after each epoch added to `history`: rank 0 exports `model` as
-  /// best.safetensors when that epoch is the best so far (best_epoch; in a sweep `model`'s fc
-  /// must then hold that epoch's head), and warns when the best epoch's file is missing.
+  /// --keep-best, after each epoch added to `history`: rank 0 exports `model` with `head` (the
+  /// head that epoch reports) as best.safetensors when that epoch is the best so far
+  /// (best_epoch), and warns when the best epoch's file is missing.
   void keep_best(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
-                 const data::Loader& loader) const;
+                 const ExportedHead& head, const data::Loader& loader) const;
   /// A run resumed at its end: says so (with its last result line), rank 0 writes what a stop
-  /// between its last checkpoint and its last files left out (metrics.jsonl, the model: in a
-  /// sweep `model`'s fc must hold the final epoch's head), and returns the model's path (rank 0).
+  /// between its last checkpoint and its last files left out (metrics.jsonl, the model with
+  /// `head`, the final epoch's), and returns the model's path (rank 0).
   std::string finish(const std::vector<EpochMetrics>& history, const torch::nn::Module& model,
-                     const data::Loader& loader) const;
+                     const ExportedHead& head, const data::Loader& loader) const;
 
  private:
   const TrainOptions& options_;

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// What a run starts from: its model, and, when it resumes, the point of the checkpoint it
-/// continues (the training loop's wiring, trainer.cpp, calls both once).
+/// continues (the run's parts, run_parts.cpp, call both once).
 
 #include <cstdint>
 #include <vector>

@@ -78,9 +78,16 @@ std::map<std::string, std::string> model_metadata(const ModelCard& card);
 /// again); a key missing or malformed.
 ModelCard read_model_card(const model::SafetensorsFile& file);
 
-/// Writes `model`'s state dict (on the CPU, contiguous) with the card's metadata to `path`,
-/// atomically (model::write_tensors).
+/// The classifier a model is exported with, as fc.weight and fc.bias: the model's own fc, or the
+/// head a sweep chose.
+struct ExportedHead {
+  at::Tensor weight, bias;
+};
+
+/// Writes `model`'s state dict (on the CPU, contiguous) with `head` as its fc.weight and fc.bias
+/// and the card's metadata to `path`, atomically (model::write_tensors). The model is not
+/// changed. Throws pets::Error when `model` has no fc.weight and fc.bias of `head`'s shapes.
 void write_exported_model(const std::string& path, const torch::nn::Module& model,
-                          const ModelCard& card);
+                          const ExportedHead& head, const ModelCard& card);
 
 }  // namespace pets::train

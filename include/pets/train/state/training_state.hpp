@@ -81,6 +81,10 @@ struct TrainingState {
 
   /// A copy whose tensors are copies too (a state that training goes on changing in place).
   TrainingState cloned() const;
+  /// What a rank other than 0 keeps of this state for its shard (save_shard): a copy with the
+  /// tensors of `model` named in per_rank, copied, and none of the others (fc, a sweep's heads,
+  /// Adam's moments), which rank 0 alone writes. Without rank_shards, no tensor at all.
+  TrainingState shard_part() const;
 
   bool mid_epoch() const { return position.step > 0; }
   /// The run as resume compares it.
