@@ -1,7 +1,6 @@
 #include "pets/data/preprocess.hpp"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,9 +14,9 @@
 #include <sstream>
 
 #include "pets/comm/mpi_comm.hpp"
-#include "pets/comm/program.hpp"
 #include "pets/data/decode.hpp"
 #include "pets/data/labels.hpp"
+#include "pets/data/preprocess_candidates.hpp"
 #include "pets/data/store_writer.hpp"
 #include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
@@ -43,25 +42,6 @@ std::string PreprocessSummary::line() const {
   for (std::size_t i = 0; i < warnings.size(); ++i)
     s += (i ? ", " : ": ") + warnings[i].first + " (" + warnings[i].second + ")";
   return s;
-}
-
-std::vector<NameReason> classify_folder(const std::string& dir) {
-  std::vector<NameReason> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    std::error_code ec;
-    std::string reason;
-    if (e.is_directory(ec)) {
-      reason = "directory (sub-folders are not searched)";
-    } else if (!has_jpg_extension(name)) {
-      reason = "not a .jpg name";
-    } else if (!label_from_filename(name)) {
-      reason = "name does not match ^(.*)_\\d+\\.jpg$";
-    }
-    out.emplace_back(name, reason);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 namespace {
@@ -121,19 +101,6 @@ class PixelBuffer {
   std::size_t capacity_;
   std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
-};
-
-/// What every rank knows about every candidate once its round is done.
-struct CandidateInfo {
-  std::vector<std::string> names;        ///< sorted file names
-  std::vector<std::string> label_table;  ///< the distinct labels of all names, sorted
-  std::vector<std::int32_t> label;       ///< index into label_table of each name
-  std::vector<char> train;  ///< the split, decided on the candidate list before decoding
-  std::vector<std::int32_t> height, width;  ///< of the stored image; 0 when skipped
-  std::uint64_t bytes(std::size_t i) const {
-    return static_cast<std::uint64_t>(height[i]) * static_cast<std::uint64_t>(width[i]) * 3;
-  }
-  bool stored(std::size_t i) const { return height[i] > 0; }
 };
 
 /// The largest decoded size an image can have under these options.
@@ -199,87 +166,6 @@ std::vector<NameReason> allgather_rows(const std::vector<NameReason>& mine, MPI_
   for (std::size_t i = 0; i + 1 < flat.size(); i += 2) out.emplace_back(flat[i], flat[i + 1]);
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string check_options(const PreprocessOptions& o) {
-  std::error_code ec;
-  if (o.images_dir.empty() || o.out.empty()) return "--images and --out are required";
-  if (!(o.train_fraction > 0.0 && o.train_fraction < 1.0))
-    return "--train-fraction must be between 0 and 1 (exclusive): both splits need images, got " +
-           format_number(o.train_fraction);
-  if (o.max_side < 0 || (o.max_side > 0 && o.max_side < kMinMaxSide))
-    return "--max-side must be 0 (keep the size) or at least " + std::to_string(kMinMaxSide) +
-           ", got " + std::to_string(o.max_side);
-  if (o.max_memory == 0) return "--max-memory must be positive";
-  if (!fs::is_directory(o.images_dir, ec)) return "--images " + o.images_dir + " is not a folder";
-  const fs::path parent = fs::absolute(fs::path(o.out), ec).parent_path();
-  if (!fs::is_directory(parent, ec)) return "--out: folder " + parent.string() + " does not exist";
-  if (fs::is_directory(o.out, ec)) return "--out " + o.out + " is a folder";
-  if (access(parent.c_str(), W_OK) != 0)
-    return "--out: folder " + parent.string() + " is not writable";
-  // The store is written beside --out and renamed over it: over a link it would replace the
-  // link, not the file it names.
-  const fs::file_status there = fs::symlink_status(o.out, ec);
-  if (fs::is_symlink(there)) return "--out " + o.out + " is a symbolic link; name the file itself";
-  if (fs::exists(there) && !fs::is_regular_file(there))
-    return "--out " + o.out + " exists and is not a regular file";
-  if (fs::exists(there) && !o.overwrite)
-    return "--out " + o.out +
-           " exists; replace it with --overwrite (the new store gets a new store_id, so runs "
-           "trained on this one cannot resume on it), or choose another --out";
-  return "";
-}
-
-/// The candidate files and what the listing skipped, the same on every rank.
-struct Listing {
-  CandidateInfo info;
-  std::vector<NameReason> skips;  ///< entries that are not candidates, with the reason
-  std::size_t name_length = 1;    ///< the longest candidate name
-};
-
-/// Checks the options and lists the folder on rank 0 (one view of the file system for all) and
-/// shares the verdict, so that a problem is a UsageError on every rank, and the listing, as one
-/// packed text ("name\0reason\0" per entry): a few bytes per file on every rank.
-Listing list_candidates(const PreprocessOptions& o, MPI_Comm comm) {
-  const std::string packed = pets::decide_on_rank_0(
-      [&] {
-        const std::string problem = check_options(o);
-        if (!problem.empty()) throw UsageError("pets_preprocess: " + problem);
-        std::vector<NameReason> entries;
-        try {
-          entries = classify_folder(o.images_dir);
-        } catch (const std::exception& e) {
-          throw UsageError(std::string("pets_preprocess: cannot list ") + o.images_dir + ": " +
-                           e.what());
-        }
-        std::string text;
-        for (const auto& e : entries) text += e.first + '\0' + e.second + '\0';
-        return text;
-      },
-      comm);
-  Listing listing;
-  CandidateInfo& info = listing.info;
-  std::vector<std::string> labels;
-  for (std::size_t at = 0; at < packed.size();) {
-    const std::size_t name_end = packed.find('\0', at),
-                      reason_end = packed.find('\0', name_end + 1);
-    std::string name = packed.substr(at, name_end - at);
-    if (reason_end == name_end + 1) {
-      labels.push_back(*label_from_filename(name));
-      info.names.push_back(std::move(name));
-    } else {
-      listing.skips.emplace_back(std::move(name),
-                                 packed.substr(name_end + 1, reason_end - name_end - 1));
-    }
-    at = reason_end + 1;
-  }
-  info.label_table = sorted_labels(labels);
-  info.label.reserve(labels.size());
-  for (const auto& l : labels) info.label.push_back(label_id(info.label_table, l));
-  info.height.assign(info.names.size(), 0);
-  info.width.assign(info.names.size(), 0);
-  for (const auto& c : info.names) listing.name_length = std::max(listing.name_length, c.size());
-  return listing;
 }
 
 /// The rounds: at most `per_rank` images per rank each, `window` candidates per round, into

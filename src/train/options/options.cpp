@@ -1,11 +1,8 @@
 #include "pets/train/options/options.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -298,96 +295,6 @@ void add_entry(std::ostringstream& out, const std::string& key, const std::strin
 
 }  // namespace
 
-std::vector<double> parse_max_lr(const std::string& text) {
-  std::vector<double> values;
-  std::size_t begin = 0;
-  for (;;) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    const std::string where = "--max-lr '" + text + "'";
-    if (item.empty()) usage(where + (text.empty() ? ": no value" : ": an empty value in the list"));
-    double value = 0.0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (ec != std::errc() || ptr != item.data() + item.size())
-      usage(where + ": '" + item + "' is not a number");
-    if (!std::isfinite(value) || value <= 0)
-      usage(where + ": learning rates must be positive, got " + item);
-    if (std::find(values.begin(), values.end(), value) != values.end())
-      usage(where + ": " + item + " is given twice");
-    values.push_back(value);
-    if (end == text.size()) return values;
-    begin = end + 1;
-  }
-}
-
-std::string max_lr_text(const std::vector<double>& values) {
-  std::string text;
-  for (const double v : values) text += (text.empty() ? "" : ",") + format_number(v);
-  return text;
-}
-
-std::string to_string(MixedPrecision value) {
-  switch (value) {
-    case MixedPrecision::kNo:
-      return "no";
-    case MixedPrecision::kBf16:
-      return "bf16";
-    case MixedPrecision::kFp16:
-      return "fp16";
-  }
-  return "?";
-}
-
-std::string to_string(BnMode value) { return value == BnMode::kTrain ? "train" : "eval"; }
-
-std::string to_string(DeviceChoice value) {
-  switch (value) {
-    case DeviceChoice::kAuto:
-      return "auto";
-    case DeviceChoice::kCpu:
-      return "cpu";
-    case DeviceChoice::kCuda:
-      return "cuda";
-  }
-  return "?";
-}
-
-std::string to_string(ResumeMode value) {
-  switch (value) {
-    case ResumeMode::kNo:
-      return "no";
-    case ResumeMode::kYes:
-      return "yes";
-    case ResumeMode::kAuto:
-      return "auto";
-  }
-  return "?";
-}
-
-std::string to_string(InputChoice value) {
-  switch (value) {
-    case InputChoice::kAuto:
-      return "auto";
-    case InputChoice::kCpu:
-      return "cpu";
-    case InputChoice::kDevice:
-      return "device";
-  }
-  return "?";
-}
-
-std::string to_string(ResidentChoice value) {
-  switch (value) {
-    case ResidentChoice::kAuto:
-      return "auto";
-    case ResidentChoice::kOn:
-      return "on";
-    case ResidentChoice::kOff:
-      return "off";
-  }
-  return "?";
-}
-
 std::string train_options_help() {
   po::options_description all;
   all.add(general_options()).add(training_options());
@@ -494,27 +401,6 @@ std::string format_config(const TrainOptions& o) {
   return out.str();
 }
 
-std::string write_config_problem(const TrainOptions& o) {
-  const std::string& path = o.write_config;
-  if (const auto problem = output_file_problem(path)) return *problem;
-  struct stat target {};
-  if (::lstat(path.c_str(), &target) != 0) return "";  // a new file
-  if (S_ISLNK(target.st_mode))
-    return "'" + path + "' is a symbolic link; name the file itself (or another file)";
-  if (!S_ISREG(target.st_mode))
-    return "'" + path + "' exists and is not a regular file (a FIFO, a device or a socket)";
-  const std::pair<const char*, const std::string*> inputs[] = {{"--data", &o.data},
-                                                               {"--pretrained", &o.pretrained}};
-  for (const auto& [option, input] : inputs) {
-    struct stat st {};
-    if (!input->empty() && ::stat(input->c_str(), &st) == 0 && st.st_dev == target.st_dev &&
-        st.st_ino == target.st_ino)
-      return "it is the " + std::string(option) + " file of this run; name another file";
-  }
-  if (!o.overwrite) return "the file exists; replace it with --overwrite, or name another file";
-  return "";
-}
-
 void write_config_file(const TrainOptions& options, const std::string& path) {
   TrainOptions written = options;
   written.overwrite = false;  // it said to replace `path`, not to start runs over
@@ -559,20 +445,6 @@ std::vector<std::string> run_setting_keys() {
   for (const Entry& e : entries(TrainOptions{}))
     if (e.fixed) keys.emplace_back(e.key);
   return keys;
-}
-
-void check_paths(const TrainOptions& options) {
-  if (const auto problem = input_file_problem(options.data)) usage("--data: " + *problem);
-  if (!options.pretrained.empty()) {
-    if (const auto problem = input_file_problem(options.pretrained))
-      usage("--pretrained: " + *problem);
-  }
-  if (const auto problem = output_folder_problem(options.out))
-    usage("--out " + options.out + ": " + *problem);
-  if (!options.tensorboard.empty()) {
-    if (const auto problem = output_folder_problem(options.tensorboard))
-      usage("--tensorboard " + options.tensorboard + ": " + *problem);
-  }
 }
 
 }  // namespace pets::train
