@@ -138,8 +138,11 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const torch::Tensor totals = torch::cat(totals_on_device).to(torch::kCPU);
   const double* total = totals.data_ptr<double>();
   // The gradient of the mean loss over the global batch: what one process holding all of it
-  // computes, also when the last batch is split unevenly (empty on some ranks). Divided by a
-  // host number: a divisor on the device can round differently on CUDA.
+  // computes. At several ranks every rank trains a full batch at every step (the loader completes
+  // the epoch's last step with the first images of the epoch's order, as Accelerate's prepared
+  // DataLoader does), so global_n is the batch size times the ranks; only at one rank can the
+  // last batch be short. Divided by a host number: a divisor on the device can round
+  // differently on CUDA.
   const double global_n = total[1];
   StepResult result;
   result.images = static_cast<int64_t>(global_n);
