@@ -149,15 +149,22 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   result.stop = total[2] > 0.0;
   for (int k = 0; k < n_heads; ++k) {
     Head& h = *heads_[k];
-    {
-      torch::NoGradGuard no_grad;
-      // Tensors of their own, not views (zero_grad detaches them in place).
-      h.weight.mutable_grad() =
-          (sums[k].weight_grad() / global_n).view_as(h.weight).to(torch::kFloat32);
-      h.bias.mutable_grad() = (sums[k].bias_grad() / global_n).to(torch::kFloat32);
+    torch::NoGradGuard no_grad;
+    // Tensors of their own, not views (zero_grad detaches them in place).
+    h.weight.mutable_grad() =
+        (sums[k].weight_grad() / global_n).view_as(h.weight).to(torch::kFloat32);
+    h.bias.mutable_grad() = (sums[k].bias_grad() / global_n).to(torch::kFloat32);
+  }
+  if (settings_.hooks.averaged) {
+    std::vector<torch::Tensor> grads;
+    for (const auto& h : heads_) {
+      grads.push_back(h->weight.grad());
+      grads.push_back(h->bias.grad());
     }
-    if (k == 0 && settings_.hooks.averaged)
-      settings_.hooks.averaged(step, h.weight.grad(), h.bias.grad());
+    settings_.hooks.averaged(step, grads);
+  }
+  for (int k = 0; k < n_heads; ++k) {
+    Head& h = *heads_[k];
     HeadStepResult r;
     r.loss_sum = total[3 * k];
     r.lr = h.schedule.lr();
