@@ -45,6 +45,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return nccl_.rank(); }
   int size() const override { return nccl_.size(); }
   std::string backend() const override { return "nccl"; }
+  bool times_completion() const override { return false; }  // the work runs on the stream
 
   void barrier() override {
     PETS_CUDA_CHECK(

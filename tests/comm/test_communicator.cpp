@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "pets/comm/communicator.hpp"
@@ -148,6 +150,20 @@ TEST_F(Communicator, CountsThePayloadHandedToEachCollective) {
   const pets::comm::Traffic since = comm_.traffic().since(after_one);
   EXPECT_EQ(since.collectives, 3);
   EXPECT_EQ(since.bytes, 20 + 8 + 24);
+}
+
+// MPI's calls return once the collective is complete, so a rank's seconds include its wait for
+// a late rank: the whole collective is timed.
+TEST_F(Communicator, MpiTimesTheWholeCollective) {
+  EXPECT_TRUE(comm_.times_completion());
+  if (size() < 2) GTEST_SKIP() << "needs a second rank to wait for";
+  constexpr double kLate = 0.3;
+  comm_.barrier();
+  const pets::comm::Traffic before = comm_.traffic();
+  if (rank() == 1) std::this_thread::sleep_for(std::chrono::duration<double>(kLate));
+  torch::Tensor t = torch::ones({4});
+  comm_.allreduce_sum(t);
+  if (rank() == 0) EXPECT_GE(comm_.traffic().since(before).seconds, 0.8 * kLate);
 }
 
 TEST_F(Communicator, BarrierAndIdentity) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/comm/nccl_comm.hpp"
 #include "pets/util/error.hpp"
@@ -30,6 +31,14 @@ std::vector<std::vector<char>> gather_ids(const MpiComm& mpi, const ncclUniqueId
 int visible_gpus() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+/// Whether every rank of `mpi` has a GPU of its own (collective).
+bool every_rank_has_a_gpu(const MpiComm& mpi) {
+  int enough_here = visible_gpus() > mpi.local_rank() ? 1 : 0;
+  int enough = 0;
+  MPI_Allreduce(&enough_here, &enough, 1, MPI_INT, MPI_MIN, mpi.get());
+  return enough == 1;
 }
 
 TEST(NcclBootstrap, UniqueIdFromRootIsIdenticalOnEveryRank) {
@@ -100,10 +109,8 @@ TEST(NcclComm, WithoutAGpuPerRankEveryRankThrowsInsteadOfHanging) {
 
 TEST(NcclComm, CollectivesOnTheGpu) {
   MpiComm mpi;
-  int enough_here = visible_gpus() > mpi.local_rank() ? 1 : 0;
-  int enough = 0;
-  MPI_Allreduce(&enough_here, &enough, 1, MPI_INT, MPI_MIN, mpi.get());
-  if (!enough) GTEST_SKIP() << "needs one CUDA device per rank; " << visible_gpus() << " visible";
+  if (!every_rank_has_a_gpu(mpi))
+    GTEST_SKIP() << "needs one CUDA device per rank; " << visible_gpus() << " visible";
   pets::comm::NcclComm nccl(mpi, mpi.local_rank());
   EXPECT_EQ(nccl.rank(), mpi.rank());
   EXPECT_EQ(nccl.size(), mpi.size());
@@ -142,5 +149,18 @@ TEST(NcclComm, CollectivesOnTheGpu) {
   PETS_CUDA_CHECK(cudaFree(device));
   PETS_CUDA_CHECK(cudaStreamDestroy(stream));
 }
+
+#ifdef PETS_TORCH_CUDA
+// The Communicator for CUDA tensors returns once a collective is enqueued on the stream: its
+// seconds are not the collectives' time.
+TEST(NcclComm, CommunicatorTimesOnlyTheEnqueueing) {
+  MpiComm mpi;
+  if (!every_rank_has_a_gpu(mpi))
+    GTEST_SKIP() << "needs one CUDA device per rank; " << visible_gpus() << " visible";
+  const auto comm = pets::comm::make_nccl_communicator(mpi, mpi.local_rank());
+  EXPECT_EQ(comm->backend(), "nccl");
+  EXPECT_FALSE(comm->times_completion());
+}
+#endif
 
 }  // namespace

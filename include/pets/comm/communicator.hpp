@@ -34,7 +34,7 @@ enum class ReduceOp {
 /// What a communicator's collectives were handed since it was made: the payload this rank passed
 /// to them (the tensors' bytes, 8 bytes a counter; what goes on the wire follows from it and the
 /// algorithm, about twice that for a ring allreduce) and the host seconds spent in the calls
-/// (the whole collective for MPI; for NCCL only the enqueueing, as the work runs on the stream).
+/// (what those seconds cover: Communicator::times_completion).
 struct Traffic {
   std::int64_t collectives = 0;
   std::int64_t bytes = 0;
@@ -57,6 +57,11 @@ class Communicator {
   virtual int size() const = 0;
   /// "mpi" or "nccl".
   virtual std::string backend() const = 0;
+  /// Whether traffic().seconds is the collectives' whole time: true where a call returns once
+  /// its collective is complete (MPI, including the wait for the other ranks); false where it
+  /// returns once the collective is enqueued on a device stream (NCCL), so that the seconds are
+  /// only the enqueueing and say nothing of the time the collectives take.
+  virtual bool times_completion() const = 0;
 
   /// Combines `tensor` across ranks in place; every rank ends with the same values.
   void allreduce(at::Tensor& tensor, ReduceOp op);
@@ -99,6 +104,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string backend() const override { return "mpi"; }
+  bool times_completion() const override { return true; }
   void barrier() override;
 
  private:

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "pets/comm/communicator.hpp"
 #include "pets/train/step/verify_ranks.hpp"
@@ -39,9 +40,17 @@ StepHooks SwitchHooks::hooks() {
       if (skew_) sums.buffer()[0] += 1.0;
     };
   if (verify_)
-    h.averaged = [this](int64_t step, const at::Tensor& weight_grad, const at::Tensor& bias_grad) {
-      check_same_on_all_ranks(*verify_, comm::tensors_digest({weight_grad, bias_grad}),
-                              "the averaged gradients at step " + std::to_string(step));
+    h.averaged = [this](int64_t step, const std::vector<at::Tensor>& grads) {
+      // One digest per head (its weight's and bias's gradients), so that the message names it.
+      const std::size_t heads = grads.size() / 2;
+      std::vector<std::uint64_t> digests;
+      std::vector<std::string> names;
+      for (std::size_t k = 0; k < heads; ++k) {
+        digests.push_back(comm::tensors_digest({grads[2 * k], grads[2 * k + 1]}));
+        names.push_back((heads > 1 ? "head " + std::to_string(k) + "'s" : std::string("the")) +
+                        " averaged gradients at step " + std::to_string(step));
+      }
+      check_same_on_all_ranks(*verify_, digests, names);
       ++verified_;
     };
   return h;

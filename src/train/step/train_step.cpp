@@ -138,23 +138,33 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const torch::Tensor totals = torch::cat(totals_on_device).to(torch::kCPU);
   const double* total = totals.data_ptr<double>();
   // The gradient of the mean loss over the global batch: what one process holding all of it
-  // computes, also when the last batch is split unevenly (empty on some ranks). Divided by a
-  // host number: a divisor on the device can round differently on CUDA.
+  // computes. At several ranks every rank trains a full batch at every step (the loader completes
+  // the epoch's last step with the first images of the epoch's order, as Accelerate's prepared
+  // DataLoader does), so global_n is the batch size times the ranks; only at one rank can the
+  // last batch be short. Divided by a host number: a divisor on the device can round
+  // differently on CUDA.
   const double global_n = total[1];
   StepResult result;
   result.images = static_cast<int64_t>(global_n);
   result.stop = total[2] > 0.0;
   for (int k = 0; k < n_heads; ++k) {
     Head& h = *heads_[k];
-    {
-      torch::NoGradGuard no_grad;
-      // Tensors of their own, not views (zero_grad detaches them in place).
-      h.weight.mutable_grad() =
-          (sums[k].weight_grad() / global_n).view_as(h.weight).to(torch::kFloat32);
-      h.bias.mutable_grad() = (sums[k].bias_grad() / global_n).to(torch::kFloat32);
+    torch::NoGradGuard no_grad;
+    // Tensors of their own, not views (zero_grad detaches them in place).
+    h.weight.mutable_grad() =
+        (sums[k].weight_grad() / global_n).view_as(h.weight).to(torch::kFloat32);
+    h.bias.mutable_grad() = (sums[k].bias_grad() / global_n).to(torch::kFloat32);
+  }
+  if (settings_.hooks.averaged) {
+    std::vector<torch::Tensor> grads;
+    for (const auto& h : heads_) {
+      grads.push_back(h->weight.grad());
+      grads.push_back(h->bias.grad());
     }
-    if (k == 0 && settings_.hooks.averaged)
-      settings_.hooks.averaged(step, h.weight.grad(), h.bias.grad());
+    settings_.hooks.averaged(step, grads);
+  }
+  for (int k = 0; k < n_heads; ++k) {
+    Head& h = *heads_[k];
     HeadStepResult r;
     r.loss_sum = total[3 * k];
     r.lr = h.schedule.lr();

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pets/comm/communicator.hpp"
@@ -22,6 +24,7 @@
 #include "pets/train/step/backbone_forward.hpp"
 #include "pets/train/step/step_hooks.hpp"
 #include "pets/train/step/train_step.hpp"
+#include "pets/train/step/verify_ranks.hpp"
 #include "pets/util/error.hpp"
 
 namespace {
@@ -372,6 +375,62 @@ TEST_F(TrainStepTest, VerifiedGradientsAndASkewCaught) {
               std::string::npos)
         << e.what();
   }
+}
+
+/// The message of the pets::Error that `run` throws; empty when it throws none.
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const pets::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A sweep: every head's averaged gradients are compared, and at evaluation every head. A
+// difference in head 1 alone, on rank 1 alone, is caught by each check.
+TEST_F(TrainStepTest, VerifiedSweepHeadsAndADifferenceInOneCaught) {
+  pets::model::ResNet50d model = make_model();
+  pets::train::DebugSwitches switches;
+  switches.verify_ranks = true;
+  pets::train::SwitchHooks hooks(switches, mpi_.rank(), &comm_);
+  StepSettings settings;
+  settings.hooks = hooks.hooks();
+  // Rank 1 alters head 1's averaged weight gradient at step 1, before the check sees it.
+  const auto verify = settings.hooks.averaged;
+  ASSERT_TRUE(verify);
+  settings.hooks.averaged = [&](int64_t s, const std::vector<at::Tensor>& grads) {
+    ASSERT_EQ(grads.size(), 4u);  // weight and bias of each head
+    if (s == 1 && mpi_.rank() == 1) grads[2].view(-1)[0] += 1.0;
+    verify(s, grads);
+  };
+  pets::train::OneCycleOptions other = schedule();
+  other.max_lr = 1e-2;
+  TrainStep step(*model, comm_, std::vector<pets::train::OneCycleOptions>{schedule(), other},
+                 settings);
+  pets::data::Batch mine = global_images(mpi_.rank() * 2, 2);
+  step.run(mine, [] { return false; });
+  EXPECT_EQ(hooks.steps_verified(), 1);
+  const std::string line = pets::train::check_model_on_all_ranks(comm_, *model, 0, &step);
+  EXPECT_NE(line.find("verify: epoch 0: all 2 ranks hold model "), std::string::npos) << line;
+  EXPECT_NE(line.find("and the sweep's 1 other heads"), std::string::npos) << line;
+  const std::string gradients =
+      error_of([&] { step.run(mine, [] { return false; }); });  // rank 1's head 1 differs
+  EXPECT_NE(gradients.find("head 1's averaged gradients at step 1 on rank 1 differ from rank 0's"),
+            std::string::npos)
+      << gradients;
+  EXPECT_EQ(hooks.steps_verified(), 1);
+  // At evaluation: head 1 differs on rank 1; the model (head 0) is the same everywhere.
+  {
+    torch::NoGradGuard no_grad;
+    if (mpi_.rank() == 1) step.head_weight(1).view(-1)[0] += 1.0f;
+  }
+  EXPECT_NO_THROW(pets::train::check_model_on_all_ranks(comm_, *model, 1));
+  const std::string heads =
+      error_of([&] { pets::train::check_model_on_all_ranks(comm_, *model, 1, &step); });
+  EXPECT_NE(heads.find("epoch 1: head 1's weight and bias on rank 1 differ from rank 0's"),
+            std::string::npos)
+      << heads;
 }
 
 TEST_F(TrainStepTest, Bf16FeaturesAreFp32AndClose) {

@@ -2,7 +2,8 @@
 /// \file
 /// The test switches' hooks around a training step (StepHooks): PETS_PAUSE_STEP's pause on rank
 /// 0, PETS_INJECT_FAULT's fault before the allreduce (a `skew` alters the summed gradient after
-/// it, on its rank) and PETS_VERIFY_RANKS' comparison of the averaged gradients over the ranks.
+/// it, on its rank) and PETS_VERIFY_RANKS' comparison of every head's averaged gradients over
+/// the ranks.
 
 #include <cstdint>
 #include <optional>

@@ -68,9 +68,9 @@ struct StepHooks {
   std::function<void(int64_t step)> before_allreduce;
   /// On the summed buffer (the first head's), before anything is read from it.
   std::function<void(int64_t step, StepSums& sums)> after_allreduce;
-  /// On the averaged gradients (fc.weight's, fc.bias's), before the optimiser uses them.
-  std::function<void(int64_t step, const at::Tensor& weight_grad, const at::Tensor& bias_grad)>
-      averaged;
+  /// On every head's averaged gradients, before the optimiser uses them: fc.weight's and
+  /// fc.bias's of head 0, then of head 1, ... (two per head, in --max-lr order).
+  std::function<void(int64_t step, const std::vector<at::Tensor>& grads)> averaged;
 };
 
 /// How a TrainStep runs, besides the model and the schedule.
