@@ -48,8 +48,8 @@ list(REMOVE_ITEM PETS_USES_train/run train/run)
 set(PETS_USES_predict util compat comm data model ${PETS_TRAIN_AREAS})
 set(PETS_USES_testdata util data)
 set(PETS_USES_apps util compat comm data model ${PETS_TRAIN_AREAS} predict)
-# The areas that never use LibTorch, in any file. comm, model and train/run have a LibTorch-free
-# part too (pets::<area>_core); its files are known by its library's sources.
+# The areas that never use LibTorch, in any file. comm, model, train/state and train/run have a
+# LibTorch-free part too (pets::<area>_core); its files are known by its library's sources.
 set(PETS_TORCH_FREE_AREAS util data testdata train/options train/report)
 # The programs that may also use testdata (test-data generators; pets_train and pets_preprocess
 # never do).

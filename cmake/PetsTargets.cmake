@@ -3,11 +3,12 @@
 # this file and adds src/ without LibTorch:
 #   pets::util, pets::data, pets::testdata,          areas free of LibTorch
 #   pets::train_options, pets::train_report
-#   pets::comm_core, pets::model_core, pets::train_run_core
+#   pets::comm_core, pets::model_core, pets::train_state_core, pets::train_run_core
 #                                                    the LibTorch-free part of an area whose other
 #                                                    files use LibTorch
-#   pets::comm, pets::model, pets::train_run         the whole area (links its _core)
-#   pets::train_state, _device, _input, _step        the other sub-areas of train
+#   pets::comm, pets::model, pets::train_state,      the whole area (links its _core)
+#   pets::train_run
+#   pets::train_device, _input, _step                the other sub-areas of train
 #   pets::predict                                    pets_predict's library
 #   pets::all                                        every area but testdata (tests, tools)
 # Where LibTorch is not found (the pets_torch target is absent) the LibTorch parts are not

@@ -214,19 +214,21 @@ const uint8_t* SafetensorsFile::data(const TensorInfo& info) const {
   return bytes_.data() + data_start_ + info.begin;
 }
 
-void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const std::vector<RawTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata,
+                              const std::string& label) {
   // ordered_json keeps the tensors in the order given, as the Python writer does.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::set<std::string> names;
   for (const auto& t : tensors) {
-    if (!names.insert(t.name).second) PETS_ERROR(path + ": duplicate tensor name '" + t.name + "'");
+    if (!names.insert(t.name).second)
+      PETS_ERROR(label + ": duplicate tensor name '" + t.name + "'");
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
     PETS_CHECK(t.bytes.size() == static_cast<std::size_t>(numel) * dtype_size(t.dtype),
-               path + ": tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
+               label + ": tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
                    " bytes, its shape needs " + std::to_string(numel * dtype_size(t.dtype)));
     header[t.name] = {{"dtype", dtype_name(t.dtype)},
                       {"shape", t.shape},
@@ -242,7 +244,12 @@ void write_safetensors(const std::string& path, const std::vector<RawTensor>& te
   out += text;
   for (const auto& t : tensors)
     out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-  write_file_atomically(path, out);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, safetensors_bytes(tensors, metadata, path));
 }
 
 }  // namespace pets::model

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::model {
@@ -94,8 +95,9 @@ NamedTensors read_tensors(const std::string& path) {
   return out;
 }
 
-void write_tensors(const std::string& path, const NamedTensors& tensors,
-                   const std::map<std::string, std::string>& metadata) {
+std::string tensors_bytes(const NamedTensors& tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::string& label) {
   std::vector<RawTensor> raw;
   raw.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) {
@@ -108,7 +110,12 @@ void write_tensors(const std::string& path, const NamedTensors& tensors,
     r.bytes.assign(p, p + t.numel() * t.element_size());
     raw.push_back(std::move(r));
   }
-  write_safetensors(path, raw, metadata);
+  return safetensors_bytes(raw, metadata, label);
+}
+
+void write_tensors(const std::string& path, const NamedTensors& tensors,
+                   const std::map<std::string, std::string>& metadata) {
+  write_file_atomically(path, tensors_bytes(tensors, metadata, path));
 }
 
 NamedTensors state_dict(const torch::nn::Module& module) {

@@ -4,7 +4,8 @@
 # must fail (not exit 0, not hang) with an error naming the full disk; `latest` must still name
 # the first checkpoint, no temporary file may be left; after the filesystem is made bigger,
 # --resume continues from that checkpoint and prints the same accuracies as a run that never
-# ran out of space. Needs mount(2) (root): elsewhere it prints SKIPPED and exits 77.
+# ran out of space. Then a stop (SIGTERM) whose checkpoint does not fit: reported exactly once.
+# Needs mount(2) (root): elsewhere it prints SKIPPED and exits 77.
 # usage: test_small_fs.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 small="$4/small"
 if mountpoint -q "$small" 2>/dev/null; then umount "$small"; fi  # left by a killed earlier run
@@ -59,5 +60,35 @@ cmp -s <(tail -n +2 roomy.out) resumed.out ||
   { fail "accuracies after the full disk differ from the roomy run"; diff <(tail -n +2 roomy.out) resumed.out; }
 cmp -s roomy/model.safetensors "$small/run/model.safetensors" ||
   fail "the final model after the full disk differs from the roomy run's"
+
+# A stop whose checkpoint does not fit: one process on the small filesystem again, paused in
+# epoch 1's second step, SIGTERM: rank 0's stop thread fails to write at once, the run ends at
+# the step's end with the failure reported exactly once (the job's one error line).
+rm -rf "$small/run"
+mount -o remount,size=${kb}k "$small" || fatal "cannot shrink the tmpfs"
+steps=$(sed -nE 's/.* ([0-9]+) steps\/epoch,.*/\1/p' roomy.err | head -n1)
+[ -n "$steps" ] || { show roomy.err; fatal "no steps per epoch in the start-up line"; }
+# At one rank an epoch has 2 S - 1 or 2 S steps (S: two ranks'), so global step 2 S + 1 is in
+# epoch 1, after at least one of its steps.
+pause=$((2 * steps + 1))
+PETS_PAUSE_STEP=$pause:5 "$train" "${common[@]}" --out "$small/stop" </dev/null >stop.out 2>stop.err &
+pid=$!
+wait_for stop.err "^pausing in step $pause " 300 "$pid" ||
+  { show stop.err; fatal "the stop run never reached step $pause"; }
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+echo "stop on a full disk: exit $rc"
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 75 ]; then fail "the stop on a full disk exited $rc"; fi
+grep -q "^error: the stop's checkpoint was not written: .*No space left on device" stop.err ||
+  { fail "no error line naming the stop's checkpoint and the full disk"; show stop.err; }
+check_eq "stop on a full disk: lines naming the full disk" "$(grep -c 'No space left on device' stop.err)" 1
+check_eq "stop on a full disk: error lines" "$(grep -c '^error:' stop.err)" 1
+grep -q '^stopped by' stop.err && fail "a stop line for a checkpoint that was not written"
+kept=$(cd "$small/stop" && ls ckpt-*.safetensors 2>/dev/null)
+[ "$(echo "$kept" | wc -w)" -eq 1 ] && [ "$(cat "$small/stop/latest" 2>/dev/null)" = "$kept" ] ||
+  fail "after the failed stop, latest names '$(cat "$small/stop/latest" 2>/dev/null)', not the epoch's checkpoint ($kept)"
+leftovers=$(find "$small/stop" -maxdepth 1 -name '*.tmp.*')
+[ -z "$leftovers" ] || fail "the stop left temporary files: $leftovers"
 
 finish

@@ -65,6 +65,12 @@ struct RawTensor {
   std::vector<uint8_t> bytes;
 };
 
+/// The bytes of a safetensors file of `tensors` (in order), as SafetensorsFile::parse reads them;
+/// `label` names it in errors.
+std::string safetensors_bytes(const std::vector<RawTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata,
+                              const std::string& label);
+
 /// Writes `tensors` (in order) to `path` atomically; an interrupted write never leaves a
 /// partial file at `path`.
 void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors,

@@ -24,6 +24,10 @@ NamedTensors read_tensors(const std::string& path);
 /// Writes `tensors` (any device, contiguous or not) to `path` atomically.
 void write_tensors(const std::string& path, const NamedTensors& tensors,
                    const std::map<std::string, std::string>& metadata = {});
+/// The bytes write_tensors writes (safetensors_bytes); `label` names them in errors.
+std::string tensors_bytes(const NamedTensors& tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::string& label);
 
 /// Every parameter and buffer of `module`, under its state-dict name.
 NamedTensors state_dict(const torch::nn::Module& module);

@@ -11,8 +11,9 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <regex>
 
+#include "pets/train/state/checkpoint_names.hpp"
+#include "pets/util/atomic_file.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -20,21 +21,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The names pets_train writes (checkpoint.cpp, trainer.cpp) and the atomic writer's temporaries
-// of them (util/atomic_file.cpp: "<target>.tmp.<pid>").
-// A checkpoint, or another rank's shard of one (checkpoint.hpp, shard_file_name).
-const std::regex& checkpoint_pattern() {
-  static const std::regex r(R"(ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors)");
-  return r;
-}
-const std::regex& temporary_pattern() {
-  static const std::regex r(
-      R"((ckpt-\d+(\.epoch-\d+\.step-\d+\.rank-\d+)?\.safetensors|latest|metrics\.jsonl|confusion\.json|)"
-      R"((model|best)\.safetensors)\.tmp\.\d+)");
-  return r;
-}
+// The names of the files pets_train writes besides its checkpoints (checkpoint_names.hpp).
 const char* const kResultNames[] = {"latest", "metrics.jsonl", "confusion.json",
                                     "model.safetensors", "best.safetensors"};
+
+/// A checkpoint, or another rank's shard of one.
+bool is_checkpoint_name(const std::string& name) {
+  return parse_checkpoint_file_name(name) || parse_shard_file_name(name);
+}
+
+bool is_result_name(const std::string& name) {
+  return std::find(std::begin(kResultNames), std::end(kResultNames), name) !=
+         std::end(kResultNames);
+}
+
+/// The atomic writer's temporary of a checkpoint or a result (util/atomic_file.hpp).
+bool is_temporary_name(const std::string& name) {
+  const std::optional<TempFileName> temp = parse_temp_name(name);
+  return temp && (is_checkpoint_name(temp->target) || is_result_name(temp->target));
+}
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -95,12 +100,11 @@ RunFiles find_run_files(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (std::regex_match(name, checkpoint_pattern()))
+    if (is_checkpoint_name(name))
       files.checkpoints.push_back(name);
-    else if (std::find(std::begin(kResultNames), std::end(kResultNames), name) !=
-             std::end(kResultNames))
+    else if (is_result_name(name))
       files.results.push_back(name);
-    else if (std::regex_match(name, temporary_pattern()))
+    else if (is_temporary_name(name))
       files.temporaries.push_back(name);
   }
   std::sort(files.checkpoints.begin(), files.checkpoints.end());

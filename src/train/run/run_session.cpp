@@ -52,8 +52,9 @@ void RunSession::remove_earlier_run() {
 
 TrainingState RunSession::read_latest(const RunShape& current, std::string& path) const {
   std::vector<std::string> notices;
+  // Rank 0 reads the checkpoint and looks for its shards; the other ranks receive it.
   const auto ckpt = agree_on_usage([&] {
-    auto found = load_latest_checkpoint(options_.out, &notices);
+    auto found = share_latest_checkpoint(options_.out, &notices, mpi_.get());
     for (const auto& n : notices) log_.note("warning: " + n);
     if (!found)
       throw UsageError("--resume: no checkpoint in " + options_.out + " can be read (" +

@@ -1,5 +1,7 @@
 #include "pets/train/run/run_start.hpp"
 
+#include <mpi.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -78,7 +80,7 @@ TrainOptions options_to_run(const ParseResult& parsed) {
   std::optional<Checkpoint> ckpt;
   try {
     // Damaged checkpoints are named when the run opens them (resume_run).
-    ckpt = load_latest_checkpoint(o.out, nullptr);
+    ckpt = share_latest_checkpoint(o.out, nullptr, MPI_COMM_WORLD);
   } catch (const IncompatibleCheckpoint&) {
     if (!o.data.empty()) return o;  // refused, with the reason, when the run opens it
     throw;

@@ -99,10 +99,9 @@ void StopCheckpoint::write_and_report() {
     }
   }
   write_lock.unlock();
+  // A failed write is not printed here: stop() or close() throws it, and main prints it once.
   if (latest && error.empty())
     print_line(stop_line(stop_signal(), latest->epoch, latest->step, out_));
-  else if (latest)
-    print_line("error: the stop's checkpoint was not written: " + error);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
@@ -226,6 +225,10 @@ void StopCheckpoint::stop() {
     lock.lock();
   }
   changed_.wait(lock, [&] { return done_; });
+  throw_if_failed();
+}
+
+void StopCheckpoint::throw_if_failed() const {
   if (!error_.empty()) PETS_ERROR("the stop's checkpoint was not written: " + error_);
 }
 
@@ -236,6 +239,7 @@ bool StopCheckpoint::close() {
   closed_ = true;
   if (!began_) return false;
   changed_.wait(lock, [&] { return done_; });
+  if (leader_) throw_if_failed();
   return true;
 }
 

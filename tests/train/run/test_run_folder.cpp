@@ -55,23 +55,43 @@ class RunFolderTest : public ::testing::Test {
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 TEST_F(RunFolderTest, FindsOnlyItsOwnFiles) {
-  for (const char* name :
-       {"ckpt-12.safetensors", "ckpt-3.safetensors", "latest", "metrics.jsonl", "model.safetensors",
-        "metrics.jsonl.tmp.123", "ckpt-4.safetensors.tmp.9", "notes.txt", "ckpt-x.safetensors",
-        "confusion.json", "confusion.json.tmp.5", "model.safetensors.bak", "latest.tmp.abc",
-        "train-17.out"})
+  for (const char* name : {"ckpt-12.safetensors",
+                           "ckpt-3.safetensors",
+                           "latest",
+                           "metrics.jsonl",
+                           "model.safetensors",
+                           "metrics.jsonl.tmp.123",
+                           "ckpt-4.safetensors.tmp.9",
+                           "notes.txt",
+                           "ckpt-x.safetensors",
+                           "confusion.json",
+                           "confusion.json.tmp.5",
+                           "model.safetensors.bak",
+                           "latest.tmp.abc",
+                           "train-17.out",
+                           "ckpt-5.epoch-1.step-3.rank-1.safetensors",
+                           "ckpt-05.safetensors",
+                           "ckpt-5.epoch-1.step-3.rank-1.safetensors.bak",
+                           "ckpt-5.epoch-1.step-3.safetensors",
+                           "ckpt-5.epoch-1.step-3.rank-1.safetensors.tmp.node1.cluster.77",
+                           "model.safetensors.tmp.node1.8",
+                           "notes.txt.tmp.4"})
     touch(name);
   const pets::train::RunFiles files = pets::train::find_run_files(out_);
   EXPECT_EQ(files.checkpoints,
-            (std::vector<std::string>{"ckpt-12.safetensors", "ckpt-3.safetensors"}));
+            (std::vector<std::string>{"ckpt-12.safetensors", "ckpt-3.safetensors",
+                                      "ckpt-5.epoch-1.step-3.rank-1.safetensors"}));
   EXPECT_EQ(files.results, (std::vector<std::string>{"confusion.json", "latest", "metrics.jsonl",
                                                      "model.safetensors"}));
+  // The atomic writer's temporaries, with the writer's host in the name or without.
   EXPECT_EQ(files.temporaries,
-            (std::vector<std::string>{"ckpt-4.safetensors.tmp.9", "confusion.json.tmp.5",
-                                      "metrics.jsonl.tmp.123"}));
+            (std::vector<std::string>{
+                "ckpt-4.safetensors.tmp.9",
+                "ckpt-5.epoch-1.step-3.rank-1.safetensors.tmp.node1.cluster.77",
+                "confusion.json.tmp.5", "metrics.jsonl.tmp.123", "model.safetensors.tmp.node1.8"}));
   EXPECT_TRUE(files.holds_run());
   EXPECT_EQ(files.describe(),
-            "confusion.json, latest, metrics.jsonl, model.safetensors, 2 checkpoints and 3 "
+            "confusion.json, latest, metrics.jsonl, model.safetensors, 3 checkpoints and 5 "
             "unfinished temporary files");
   EXPECT_FALSE(pets::train::find_run_files((root_ / "absent").string()).holds_run());
 }

@@ -4,6 +4,7 @@
 // commits and every later one.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <mutex>
@@ -191,6 +192,66 @@ TEST_F(StopCheckpointTest, AnotherRanksFailedWriteFailsTheStop) {
             std::string::npos)
       << err;
   EXPECT_EQ(err.find("error:"), std::string::npos) << err;
+}
+
+/// How often `part` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+/// A writer that counts its calls in `tries` and fails each with `why`.
+StopCheckpoint::Writer failing_writer(std::atomic<int>& tries, const std::string& why) {
+  return [&tries, why](const TrainingState&) -> std::string {
+    ++tries;
+    throw pets::Error(why);
+  };
+}
+
+// Rank 0's failed write is reported once: not by the thread when it fails, but by the error that
+// stop() throws (which main prints as the job's one error line).
+TEST_F(StopCheckpointTest, ALeadersFailedWriteIsReportedOnceByStop) {
+  std::atomic<int> tries{0};
+  StopCheckpoint stop(
+      failing_writer(tries, "cannot write 'out/ckpt-1.safetensors': No space left on device"),
+      "out");
+  stop.commit(0, 1, [] { return state(0, 1); });
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  const bool in_time = within(5.0, [&] { return tries == 1; });
+  std::string thrown;
+  try {
+    stop.stop();
+  } catch (const pets::Error& e) {
+    thrown = e.what();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "no write within 5 s of the signal";
+  EXPECT_EQ(tries.load(), 1);
+  EXPECT_NE(thrown.find("the stop's checkpoint was not written: cannot write "
+                        "'out/ckpt-1.safetensors': No space left on device"),
+            std::string::npos)
+      << thrown;
+  // What the job prints: the thread's lines, then main's "error: <what stop() threw>".
+  const std::string printed = err + "error: " + thrown + "\n";
+  EXPECT_EQ(occurrences(printed, "No space left on device"), 1u) << printed;
+  EXPECT_EQ(occurrences(printed, "error:"), 1u) << printed;
+  EXPECT_EQ(err.find("stopped by"), std::string::npos) << err;
+}
+
+// A stop that began before the final stretch and failed: close() throws it, as stop() would.
+TEST_F(StopCheckpointTest, ALeadersFailedWriteFailsTheClose) {
+  std::atomic<int> tries{0};
+  StopCheckpoint stop(failing_writer(tries, "disk full"), "out");
+  stop.commit(0, 1, [] { return state(0, 1); });
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  const bool in_time = within(5.0, [&] { return tries == 1; });
+  EXPECT_THROW(stop.close(), pets::Error);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(in_time) << "no write within 5 s of the signal";
+  EXPECT_EQ(err.find("disk full"), std::string::npos) << err;
 }
 
 TEST_F(StopCheckpointTest, ARankWithNothingOfItsOwnKeepsNothing) {

@@ -24,7 +24,7 @@ struct RunFiles {
   std::vector<std::string> checkpoints;  ///< ckpt-<N>.safetensors and the ranks' shards of them
   std::vector<std::string>
       results;  ///< latest, metrics.jsonl, confusion.json, model/best.safetensors
-  std::vector<std::string> temporaries;  ///< <one of the above>.tmp.<pid>, left by a crash
+  std::vector<std::string> temporaries;  ///< <one of the above>.tmp.<host>.<pid>, left by a crash
 
   /// Whether the folder holds (part of) a run: a checkpoint or a result file.
   bool holds_run() const { return !checkpoints.empty() || !results.empty(); }

@@ -48,7 +48,8 @@ class RunSession {
   /// cannot remove is a UsageError on every rank).
   void remove_earlier_run();
   /// The state of the latest readable checkpoint in --out, which `current` (reading --data) can
-  /// continue, and its path in `path`; notices of checkpoints refused go to the log. Throws
+  /// continue, and its path in `path`; notices of checkpoints refused go to the log. Rank 0 reads
+  /// it and looks for its shards, the other ranks receive it (share_latest_checkpoint). Throws
   /// pets::UsageError on every rank when there is none or it cannot continue (collective).
   TrainingState read_latest(const RunShape& current, std::string& path) const;
   /// This rank's part of a checkpoint of `state`, on every rank (StopCheckpoint's writer; no

@@ -48,7 +48,8 @@ ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_siz
 /// --resume, when --out holds a checkpoint: the run's own, from its latest complete checkpoint,
 /// with those given on the command line or in --config (resume_options; a conflict is a
 /// pets::UsageError). Without one, those parsed; when they name no --data, a pets::UsageError
-/// saying there is no run to take it from. Reads files only; every rank may call it.
+/// saying there is no run to take it from. Collective over MPI_COMM_WORLD: rank 0 reads the
+/// checkpoint, the other ranks receive it (share_latest_checkpoint).
 TrainOptions options_to_run(const ParseResult& parsed);
 
 }  // namespace pets::train

@@ -49,11 +49,12 @@ class StopCheckpoint {
   bool save(std::int64_t epoch, const TrainingState& state);
   /// The ranks agreed to stop: each rank makes sure its part of the stop checkpoint is written
   /// (rank 0: and its line printed; the thread's work, begun now when the signal came to another
-  /// rank) and waits for it. Throws pets::Error when the write failed.
+  /// rank) and waits for it. Throws pets::Error when the write failed: on rank 0 that error is
+  /// the failure's one report (the thread prints nothing of it).
   void stop();
   /// After the last epoch's checkpoint: a later signal writes nothing (the run ends once the
   /// final model is written). Returns whether a stop had begun before (rank 0: the run ends as
-  /// stopped, its line printed).
+  /// stopped, its line printed); on rank 0 throws as stop() when that stop's write failed.
   bool close();
 
  private:
@@ -64,6 +65,8 @@ class StopCheckpoint {
   /// What a stop writes: the leader's last commit, with the stop line; another rank's last two.
   void write_and_report();
   void write_parts();
+  /// The error stop() throws when this rank's part of the stop was not written (under mutex_).
+  void throw_if_failed() const;
 
   Writer writer_;
   std::string out_;

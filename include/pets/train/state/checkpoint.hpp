@@ -6,6 +6,8 @@
 /// (`pets_digest`, "xxh3-64:<16 hex digits>") covers the state text and every tensor's name,
 /// dtype, shape and bytes (comm::add_tensor_to_digest).
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "pets/model/state_dict.hpp"
+#include "pets/train/state/checkpoint_names.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::train {
@@ -44,18 +47,6 @@ std::string write_checkpoint_file(const std::string& dir, int64_t index,
                                   const std::optional<ShardSet>& shards = std::nullopt);
 void point_latest_at(const std::string& dir, int64_t index);
 
-/// Where a rank other than 0 keeps its part of a checkpoint that every rank's part belongs to (a
-/// mid-epoch checkpoint under --bn-mode train, where each rank's BatchNorm statistics differ):
-/// `ckpt-<index>.epoch-<epoch>.step-<step>.rank-<rank>.safetensors` beside the checkpoint
-/// (`index` alone does not name one state: an fp16 step whose update was skipped keeps it).
-/// Written by that rank, in the same format (its JSON state in the metadata, a digest).
-struct ShardKey {
-  int64_t index = 0;
-  int64_t epoch = 0;
-  int64_t step = 0;
-  int rank = 0;
-};
-std::string shard_file_name(const ShardKey& key);
 /// Writes a shard into `dir` (replaced atomically; `latest` is left alone); returns its path.
 std::string write_shard_file(const std::string& dir, const ShardKey& key,
                              const nlohmann::json& state, const model::NamedTensors& tensors);
@@ -87,5 +78,12 @@ Checkpoint read_checkpoint(const std::string& path);
 /// wrote: the run must start afresh.
 std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir,
                                                  std::vector<std::string>* notices);
+/// load_latest_checkpoint on rank 0 of `comm` alone, and its result on every rank (collective):
+/// the other ranks neither read a checkpoint nor look for shards (their `dir` and `notices` are
+/// not used), they receive rank 0's checkpoint over MPI as its file holds it. The UsageError (or
+/// IncompatibleCheckpoint) rank 0 meets is thrown on every rank with its message; any other
+/// error of rank 0's is thrown there alone (a fault: it ends the job).
+std::optional<Checkpoint> share_latest_checkpoint(const std::string& dir,
+                                                  std::vector<std::string>* notices, MPI_Comm comm);
 
 }  // namespace pets::train
