@@ -133,7 +133,8 @@ bool Trainer::evaluate(int64_t epoch, const EpochPosition& position, EpochMetric
   // Evaluation and checkpoints use the ranks' average statistics: every rank holds one model.
   parts_->batchnorm->synchronise();
   if (switches_.verify_ranks)
-    log_.note(check_model_on_all_ranks(parts_->backend->host_comm(), *parts_->model, epoch) +
+    log_.note(check_model_on_all_ranks(parts_->backend->host_comm(), *parts_->model, epoch,
+                                       parts_->step.get()) +
               "; averaged gradients identical at " +
               std::to_string(parts_->hooks->steps_verified()) + " steps so far");
   const auto start = Clock::now();
@@ -220,8 +221,7 @@ TrainResult Trainer::run() {
     stop_checkpoint_->commit(from.epoch, 0,
                              [&] { return state_after_step(from.epoch, EpochPosition{}); });
   EpochPosition position = from.position;
-  // NCCL: the host time of a collective is its enqueueing.
-  const bool comm_timed = parts_->backend->device_comm().backend() == "mpi";
+  const bool comm_timed = parts_->backend->device_comm().times_completion();
   for (int64_t epoch = from.epoch; epoch < options_.epochs; ++epoch, position = EpochPosition{}) {
     // Trained and evaluated. A stop during the evaluation checkpoints the epoch's last step: the
     // resumed run trains no step of it and evaluates it.
