@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "model/cuda_test_util.hpp"
-#include "model/model_test_util.hpp"
 #include "pets/compat/torch.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/device/cuda_parts.hpp"
@@ -26,6 +25,8 @@ namespace {
 
 using pets::model::ResNet50d;
 using pets::test::cuda_or_skip;
+using pets::test::max_abs;
+using pets::test::random_images;
 using pets::train::NormAfterConv;
 
 /// The model's buffers (running statistics, batch counts), copied.
@@ -41,24 +42,12 @@ void set_buffers(ResNet50d& model, const std::vector<torch::Tensor>& values) {
   for (auto& b : model->named_buffers(true)) b.value().copy_(values.at(i++));
 }
 
-/// A model in train mode on `device`, channels-last, with BatchNorm weights, biases and running
-/// statistics away from their initial 1 and 0 (zeroed bn3 weights would hide the residual path).
+/// A model in train mode on `device` with BatchNorm weights, biases and running statistics away
+/// from their initial 1 and 0 (zeroed bn3 weights would hide the residual path).
 ResNet50d train_mode_model(const torch::Device& device) {
-  torch::manual_seed(5);
-  ResNet50d model(37);
-  pets::test::spread_batchnorms(*model, 0.1, 0.8, 1.2);
-  model->freeze_backbone();
-  model->to(device);
-  model->to_channels_last();
+  ResNet50d model = pets::test::spread_model(device, 5, 0.1, 0.8, 1.2);
   model->set_backbone_training(true);
   return model;
-}
-
-torch::Tensor images(const torch::Device& device, int64_t batch, int64_t size) {
-  torch::manual_seed(11);
-  return torch::randn({batch, 3, size, size})
-      .to(device)
-      .contiguous(torch::MemoryFormat::ChannelsLast);
 }
 
 /// Features under autocast to `dtype` (kFloat: none) with the backbone's BatchNorms through
@@ -74,12 +63,10 @@ torch::Tensor features(ResNet50d& model, const torch::Tensor& x, at::ScalarType 
   return out.to(torch::kFloat64).cpu();
 }
 
-double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
-
 TEST(TrainModeForward, PlainNormIsTheModelsForwardBitForBit) {
   const torch::Device cpu(torch::kCPU);
   ResNet50d model = train_mode_model(cpu);
-  const torch::Tensor x = images(cpu, 3, 64);
+  const torch::Tensor x = random_images(cpu, 3, 64);
   const std::vector<torch::Tensor> before = buffers(model);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     set_buffers(model, before);
@@ -210,7 +197,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   const torch::Device device(torch::kCUDA);
   const pets::test::NoTf32 exact;
   ResNet50d model = train_mode_model(device);
-  const torch::Tensor x = images(device, 16, 128);
+  const torch::Tensor x = random_images(device, 16, 128);
   const std::vector<torch::Tensor> before = buffers(model);
   const torch::Tensor reference = features(model, x, at::kFloat, {});
   const std::vector<torch::Tensor> reference_buffers = buffers(model);
@@ -222,13 +209,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   const std::vector<torch::Tensor> fused_buffers = buffers(model);
 
   const std::string what = c10::toString(dtype);
-  ASSERT_TRUE(torch::isfinite(fused).all().item<bool>()) << what;
-  const double native_error = max_abs(native - reference) / max_abs(reference);
-  const double fused_error = max_abs(fused - reference) / max_abs(reference);
-  std::cout << "[ parity  ] train-mode " << what
-            << ": features' relative error against fp32, LibTorch " << native_error << ", fused "
-            << fused_error << "\n";
-  EXPECT_LE(fused_error, 2 * native_error + margin) << what;
+  pets::test::expect_fused_as_accurate(reference, native, fused, margin, "train-mode " + what);
   double native_stats = 0, fused_stats = 0;
   for (std::size_t i = 0; i < before.size(); ++i) {
     const torch::Tensor r = reference_buffers[i].to(torch::kFloat64);

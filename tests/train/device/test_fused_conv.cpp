@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "model/cuda_test_util.hpp"
-#include "model/model_test_util.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
 #include "pets/train/device/cuda_parts.hpp"
@@ -28,32 +27,20 @@ namespace {
 using pets::model::FoldedBackbone;
 using pets::model::ResNet50d;
 using pets::test::cuda_or_skip;
+using pets::test::max_abs;
+using pets::test::random_images;
 
 /// A model in eval mode on `device`, channels-last, with BatchNorms away from the identity.
 ResNet50d eval_model(const torch::Device& device) {
-  torch::manual_seed(7);
-  ResNet50d model(37);
-  pets::test::spread_batchnorms(*model, 0.3, 0.5, 2.0);
-  model->freeze_backbone();
+  ResNet50d model = pets::test::spread_model(device, 7, 0.3, 0.5, 2.0);
   model->eval();
-  model->to(device);
-  model->to_channels_last();
   return model;
 }
-
-torch::Tensor images(const torch::Device& device, int64_t batch, int64_t size) {
-  torch::manual_seed(11);
-  return torch::randn({batch, 3, size, size})
-      .to(device)
-      .contiguous(torch::MemoryFormat::ChannelsLast);
-}
-
-double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
 TEST(FoldedConvRun, EveryConvolutionGoesThroughTheRunWithItsEpilogue) {
   const ResNet50d model = eval_model(torch::Device(torch::kCPU));
   const FoldedBackbone folded(*model);
-  const torch::Tensor x = images(torch::Device(torch::kCPU), 2, 64);
+  const torch::Tensor x = random_images(torch::Device(torch::kCPU), 2, 64);
   int calls = 0, relus = 0, residuals = 0;
   const FoldedBackbone::ConvRun counting = [&](const FoldedBackbone::Conv& conv,
                                                const torch::Tensor& in,
@@ -161,7 +148,7 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
   const torch::Device device(torch::kCUDA);
   ResNet50d model = eval_model(device);
   const FoldedBackbone folded(*model);
-  const torch::Tensor x = images(device, 16, 128);
+  const torch::Tensor x = random_images(device, 16, 128);
   const std::optional<c10::ScalarType> autocast =
       dtype == at::kFloat ? std::nullopt : std::optional<c10::ScalarType>(dtype);
   const pets::train::BackboneForward plain(autocast);
@@ -175,13 +162,8 @@ void expect_backbone_as_accurate(at::ScalarType dtype, double margin) {
     native = plain(*model, &folded, x);
     with_fusion = fused(*model, &folded, x);
   }
-  const std::string what = c10::toString(dtype);
-  ASSERT_TRUE(torch::isfinite(with_fusion).all().item<bool>()) << what;
-  const double native_error = max_abs(native - reference) / max_abs(reference);
-  const double fused_error = max_abs(with_fusion - reference) / max_abs(reference);
-  std::cout << "[ parity  ] folded " << what << ": features' relative error against fp32, LibTorch "
-            << native_error << ", fused " << fused_error << "\n";
-  EXPECT_LE(fused_error, 2 * native_error + margin) << what;
+  pets::test::expect_fused_as_accurate(reference, native, with_fusion, margin,
+                                       std::string("folded ") + c10::toString(dtype));
 }
 
 /// The whole backbone under each precision (the parameter).
