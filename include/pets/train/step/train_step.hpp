@@ -116,16 +116,17 @@ class TrainStep {
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  /// One step over this rank's share of the global batch (empty on some ranks at an epoch's
-  /// end: the update is that of the mean loss over the images of all ranks). Its collectives are
-  /// one allreduce of StepSums over `comm` per head: the order in which an allreduce adds up an
-  /// element depends on its place in the buffer (Open MPI's ring algorithm reduces each segment
-  /// from another rank), so each head's buffer is laid out as a run of that head alone lays it.
-  /// `stop_requested` is asked just before the allreduce, which carries its answer to every rank
-  /// (a signal that arrives during the forward pass stops the run at this step). `folded`, when
-  /// given, runs the backbone (--bn-mode eval). `images`, when defined, are the batch's images
-  /// already made on the model's device (the device input path); else batch_images(batch).
-  /// Collective over `comm`.
+  /// One step over this rank's share of the global batch (at several ranks a full batch on every
+  /// rank at every step, the epoch's last one completed with its first images; only at one rank can
+  /// the last be short): the update is that of the mean loss over the images of all ranks. Its
+  /// collectives are one allreduce of StepSums over `comm` per head: the order in which an
+  /// allreduce adds up an element depends on its place in the buffer (Open MPI's ring algorithm
+  /// reduces each segment from another rank), so each head's buffer is laid out as a run of that
+  /// head alone lays it. `stop_requested` is asked just before the allreduce, which carries its
+  /// answer to every rank (a signal that arrives during the forward pass stops the run at this
+  /// step). `folded`, when given, runs the backbone (--bn-mode eval). `images`, when defined, are
+  /// the batch's images already made on the model's device (the device input path); else
+  /// batch_images(batch). Collective over `comm`.
   StepResult run(data::Batch& batch, const std::function<bool()>& stop_requested,
                  const model::FoldedBackbone* folded = nullptr, const at::Tensor& images = {});
 
