@@ -153,6 +153,16 @@ bool use_device_input(InputChoice choice, const c10::Device& device) {
   return choice == InputChoice::kDevice || (choice == InputChoice::kAuto && device.is_cuda());
 }
 
+std::string resident_path_refusal(ResidentChoice resident, InputChoice input,
+                                  const c10::Device& device) {
+  if (resident != ResidentChoice::kOn || use_device_input(input, device)) return "";
+  return "--resident on holds the images for the device input path, " +
+         (input == InputChoice::kCpu
+              ? std::string("not for --input cpu")
+              : "which --input " + to_string(input) + " does not take on " + device.str()) +
+         "; use --input device or --resident off";
+}
+
 bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes) {
   return free_bytes >= 0 && store_bytes <= free_bytes / 2;
 }
@@ -193,11 +203,18 @@ bool hold_resident(const c10::Device& device, bool device_input, ResidentChoice 
 }  // namespace
 
 std::unique_ptr<InputPipeline> make_input_pipeline(data::Loader& loader, const c10::Device& device,
-                                                   bool device_input, ResidentChoice resident,
+                                                   InputChoice input, ResidentChoice resident,
                                                    comm::Communicator& host) {
-  std::unique_ptr<DeviceInput> input;
+  agree_on_usage([&] {
+    if (const std::string refusal = resident_path_refusal(resident, input, device);
+        !refusal.empty())
+      throw UsageError(refusal);
+  });
+  const bool device_input = use_device_input(input, device);
+  std::unique_ptr<DeviceInput> device_path;
   std::unique_ptr<ResidentImages> images;
-  if (device_input) input = std::make_unique<DeviceInput>(device, loader.options().image_size);
+  if (device_input)
+    device_path = std::make_unique<DeviceInput>(device, loader.options().image_size);
   const std::int64_t store_bytes = ResidentImages::bytes_of(loader.store());
   if (resident != ResidentChoice::kOff &&
       hold_resident(device, device_input, resident, host, store_bytes)) {
@@ -212,7 +229,7 @@ std::unique_ptr<InputPipeline> make_input_pipeline(data::Loader& loader, const c
     });
     loader.set_output(data::LoaderOutput::kBoxes);
   }
-  return std::make_unique<InputPipeline>(loader, device, std::move(input), std::move(images));
+  return std::make_unique<InputPipeline>(loader, device, std::move(device_path), std::move(images));
 }
 
 }  // namespace pets::train

@@ -252,10 +252,6 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.input = parse_enum(vm, "input", {InputChoice::kAuto, InputChoice::kCpu, InputChoice::kDevice});
   o.resident = parse_enum(vm, "resident",
                           {ResidentChoice::kAuto, ResidentChoice::kOn, ResidentChoice::kOff});
-  if (o.resident == ResidentChoice::kOn && o.input == InputChoice::kCpu)
-    usage(
-        "--resident on holds the images for the device input path, not for --input cpu; use "
-        "--input device or --resident off");
   o.threads = vm["threads"].as<int>();
   if (o.threads < 0)
     usage("--threads must be 0 (automatic) or positive, got " + std::to_string(o.threads));

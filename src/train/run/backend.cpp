@@ -92,11 +92,10 @@ Backend::Backend(const TrainOptions& options, const comm::MpiComm& mpi,
                                              : fused_folded_conv(*cuda, forward_.autocast()));
   }
   device_input_ = use_device_input(options.input, device_);
-  // --input cpu with --resident on is refused with the options; here --input auto on the CPU.
-  if (options.resident == ResidentChoice::kOn && !device_input_)
-    usage("--resident on holds the images for the device input path, which --input " +
-          to_string(options.input) + " does not take on " + device_.str() +
-          "; use --input device or --resident off");
+  // Now that the device is known, and before any data are read.
+  if (const std::string refusal = resident_path_refusal(options.resident, options.input, device_);
+      !refusal.empty())
+    usage(refusal);
 }
 
 Backend::~Backend() = default;

@@ -46,9 +46,9 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
 
 RunData::~RunData() = default;
 
-void RunData::start_input(Backend& backend, ResidentChoice resident) {
-  input = make_input_pipeline(*loader, backend.device(), backend.device_input(), resident,
-                              backend.host_comm());
+void RunData::start_input(Backend& backend, InputChoice input_choice, ResidentChoice resident) {
+  input =
+      make_input_pipeline(*loader, backend.device(), input_choice, resident, backend.host_comm());
 }
 
 RunShape RunData::shape(const TrainOptions& options, int world) const {

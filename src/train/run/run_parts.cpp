@@ -42,7 +42,7 @@ RunParts::RunParts(const TrainOptions& options, const comm::MpiComm& mpi,
   torch::manual_seed(options.seed);
   data = std::make_unique<RunData>(options, mpi, *backend, threads.threads, log);
   model = make_run_model(options, data->loader->num_classes(), *backend, log);
-  data->start_input(*backend, options.resident);
+  data->start_input(*backend, options.input, options.resident);
   batchnorm = std::make_unique<BatchNormSync>(*model, mpi, backend->device_comm(),
                                               options.bn_mode == BnMode::kTrain);
   StepSettings settings = backend->step_settings();

@@ -11,7 +11,8 @@
 # against the staged device path (--resident auto, off on the CPU): the same images bit for bit,
 # so the same epoch losses and accuracies and bitwise the same final weights; the start-up line
 # says which path ran. --resident on without the device input path, or an unknown value, is a
-# usage error (exit 2).
+# usage error (exit 2), made before any data are read (a --data file that is no store is never
+# opened).
 # usage: test_input_paths.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=../script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../script_common.sh"
@@ -65,10 +66,11 @@ PY
 cmp device/model.safetensors resident/model.safetensors ||
   fail "--resident on: the final weights differ from the staged path's"
 
+base=("${common[@]}")
 usage_exit() {  # NAME MESSAGE ARGS...: a usage error (exit 2) whose message mentions MESSAGE
   local name=$1 message=$2
   shift 2
-  run_np 2 "$train" "${common[@]}" --out "$name" "$@" > "$name.out" 2> "$name.err"
+  run_np 2 "$train" "${base[@]}" --out "$name" "$@" > "$name.out" 2> "$name.err"
   local rc=$?
   [ $rc -eq 2 ] || fail "$*: exit status $rc, not 2"
   grep -q -- "error: .*$message" "$name.err" || { fail "$*: no error naming $message"; show "$name.err"; }
@@ -76,6 +78,14 @@ usage_exit() {  # NAME MESSAGE ARGS...: a usage error (exit 2) whose message men
 usage_exit resident_cpu "--resident on holds the images .*--input cpu" --input cpu --resident on
 usage_exit resident_auto "--resident on .*--input auto" --resident on
 usage_exit resident_bad "--resident must be one of auto, on, off" --resident yes
+# The refusal comes before any data are read: with a --data file that is no store it is the same,
+# while the same run with --resident off stops at the store.
+printf 'not an HDF5 store\n' > junk.h5
+base=(--data junk.h5 --epochs 2 --batch-size 4 --eval-batch-size 8)
+usage_exit junk_resident_cpu "--resident on holds the images .*--input cpu" --input cpu --resident on
+usage_exit junk_resident_auto "--resident on .*--input auto" --resident on
+usage_exit junk_store "junk.h5" --input cpu --resident off
+grep -q -- "--resident" junk_store.err && { fail "junk.h5 with --resident off: a --resident error"; show junk_store.err; }
 
 run_np 2 "$train" "${common[@]}" --input gpu --out bad > bad.out 2> bad.err
 [ $? -eq 2 ] || fail "--input gpu: exit status not 2"

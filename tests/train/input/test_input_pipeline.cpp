@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "data/data_test_util.hpp"
+#include "pets/comm/communicator.hpp"
+#include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/train/input/device_input.hpp"
 #include "pets/train/input/input_pipeline.hpp"
@@ -241,6 +243,51 @@ TEST_F(InputPaths, ResidentPathRefusesALoaderThatStillStagesCrops) {
   // The output is fixed while an epoch runs.
   boxes.start_epoch(SplitKind::kEval, 0);
   EXPECT_THROW(boxes.set_output(pets::data::LoaderOutput::kCrops), pets::Error);
+}
+
+// --resident on holds the images for the device input path: refused, naming both options and
+// what to give instead, where --input does not take that path (cpu; auto on the CPU); auto and
+// off go with any path.
+TEST(ResidentRule, OnNeedsTheDeviceInputPath) {
+  using pets::train::resident_path_refusal;
+  using pets::train::ResidentChoice;
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
+  EXPECT_EQ(resident_path_refusal(ResidentChoice::kOn, InputChoice::kCpu, cuda),
+            "--resident on holds the images for the device input path, not for --input cpu; use "
+            "--input device or --resident off");
+  EXPECT_EQ(resident_path_refusal(ResidentChoice::kOn, InputChoice::kCpu, cpu),
+            resident_path_refusal(ResidentChoice::kOn, InputChoice::kCpu, cuda));
+  EXPECT_EQ(resident_path_refusal(ResidentChoice::kOn, InputChoice::kAuto, cpu),
+            "--resident on holds the images for the device input path, which --input auto does "
+            "not take on cpu; use --input device or --resident off");
+  EXPECT_EQ(resident_path_refusal(ResidentChoice::kOn, InputChoice::kAuto, cuda), "");
+  for (const c10::Device& device : {cpu, cuda}) {
+    EXPECT_EQ(resident_path_refusal(ResidentChoice::kOn, InputChoice::kDevice, device), "");
+    for (const InputChoice input : {InputChoice::kAuto, InputChoice::kCpu, InputChoice::kDevice})
+      for (const ResidentChoice resident : {ResidentChoice::kAuto, ResidentChoice::kOff})
+        EXPECT_EQ(resident_path_refusal(resident, input, device), "")
+            << to_string(resident) << " " << to_string(input) << " " << device;
+  }
+}
+
+// The pipeline takes the same rule: --resident on with --input cpu is the same usage error there,
+// before it reads a pixel.
+TEST_F(InputPaths, PipelineRefusesResidentOnWithoutTheDevicePath) {
+  const pets::comm::MpiComm mpi;
+  pets::comm::MpiCommunicator host(mpi);
+  Loader loader(options(false));
+  try {
+    (void)pets::train::make_input_pipeline(loader, torch::kCPU, InputChoice::kCpu,
+                                           pets::train::ResidentChoice::kOn, host);
+    ADD_FAILURE() << "no error";
+  } catch (const pets::UsageError& e) {
+    EXPECT_EQ(e.what(), pets::train::resident_path_refusal(pets::train::ResidentChoice::kOn,
+                                                           InputChoice::kCpu, torch::kCPU));
+  }
+  EXPECT_EQ(loader.options().output, pets::data::LoaderOutput::kPixels);
+  EXPECT_FALSE(pets::train::make_input_pipeline(loader, torch::kCPU, InputChoice::kCpu,
+                                                pets::train::ResidentChoice::kAuto, host)
+                   ->device_input());
 }
 
 TEST(ResidentRule, HeldWhenTheStoreTakesAtMostHalfOfTheFreeMemory) {

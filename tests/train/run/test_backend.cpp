@@ -108,20 +108,27 @@ TEST(Backend, ACpuRunGetsMpiItsPrecisionAndItsInputPath) {
 }
 
 // --resident on holds the images for the device input path: with --input auto on the CPU (the
-// CPU path) it is a usage error naming both options; with --input device it is taken.
+// CPU path) or --input cpu it is a usage error naming both options, made with the device (--data
+// "d" does not exist: nothing is read); with --input device it is taken.
 TEST(Backend, ResidentOnNeedsTheDeviceInputPath) {
   const pets::comm::MpiComm mpi;
   TrainOptions o;
   o.data = "d";
   o.device = DeviceChoice::kCpu;
   o.resident = pets::train::ResidentChoice::kOn;
-  try {
-    (void)pets::train::make_backend(o, mpi);
-    ADD_FAILURE() << "no error";
-  } catch (const pets::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--resident on"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--input auto does not take on cpu"), std::string::npos)
-        << e.what();
+  for (const auto input : {pets::train::InputChoice::kAuto, pets::train::InputChoice::kCpu}) {
+    o.input = input;
+    try {
+      (void)pets::train::make_backend(o, mpi);
+      ADD_FAILURE() << "no error for --input " << to_string(input);
+    } catch (const pets::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--resident on"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(input == pets::train::InputChoice::kCpu
+                                               ? "not for --input cpu"
+                                               : "--input auto does not take on cpu"),
+                std::string::npos)
+          << e.what();
+    }
   }
   o.input = pets::train::InputChoice::kDevice;
   EXPECT_TRUE(pets::train::make_backend(o, mpi)->device_input());

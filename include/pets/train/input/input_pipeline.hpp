@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "pets/data/loader.hpp"
 #include "pets/train/options/options.hpp"
@@ -93,20 +94,30 @@ class InputPipeline {
 /// on CUDA only, `cpu` never.
 bool use_device_input(InputChoice choice, const c10::Device& device);
 
+/// Whether --resident `resident` may be given with --input `input` on `device`: `on` holds the
+/// store's images for the device input path, so it is refused where `input` does not take that
+/// path (use_device_input: --input cpu, and --input auto on the CPU); auto and off are always
+/// allowed (auto holds the images on CUDA only, when they fit: resident_fits). Returns the
+/// refusal, a usage message naming both options and what to give instead, or "". make_backend
+/// checks it once the device is known, before any data are read; make_input_pipeline again.
+std::string resident_path_refusal(ResidentChoice resident, InputChoice input,
+                                  const c10::Device& device);
+
 /// --resident auto's rule: a store of `store_bytes` is held on a device with `free_bytes` free
 /// (after the model is there; -1: unknown) when it takes at most half of them. The other half is
 /// the step's margin: its activations, gradients and the allocator's cache grow after start-up.
 bool resident_fits(std::int64_t store_bytes, std::int64_t free_bytes);
 
-/// The run's batches from `loader` (configured by configure_loader for `device_input`), with
-/// their images on `device`. Call once the model is on the device: on the device input path it
-/// decides here (`resident`) whether every image of the store is held on the device
-/// (ResidentImages), then reads them all and switches the loader to boxes only; auto holds them
-/// on CUDA when resident_fits on every rank. Collective over `host` (every rank holds its own
-/// copy). Throws pets::UsageError on every rank when `--resident on` does not fit on one, or when
-/// a read of the store finds damaged pixels.
+/// The run's batches from `loader` (configured by configure_loader for the path --input `input`
+/// takes on `device`: use_device_input), with their images on `device`. Call once the model is
+/// on the device: on the device input path it decides here (`resident`) whether every image of
+/// the store is held on the device (ResidentImages), then reads them all and switches the loader
+/// to boxes only; auto holds them on CUDA when resident_fits on every rank. Collective over
+/// `host` (every rank holds its own copy). Throws pets::UsageError on every rank when `resident`
+/// is refused on this path (resident_path_refusal), when `--resident on` does not fit on one
+/// rank, or when a read of the store finds damaged pixels.
 std::unique_ptr<InputPipeline> make_input_pipeline(data::Loader& loader, const c10::Device& device,
-                                                   bool device_input, ResidentChoice resident,
+                                                   InputChoice input, ResidentChoice resident,
                                                    comm::Communicator& host);
 
 }  // namespace pets::train

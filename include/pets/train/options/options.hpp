@@ -30,9 +30,10 @@ enum class ResumeMode {
 /// device from uint8 crops (pets/train/input/input_pipeline.hpp); auto: the device when it is CUDA.
 enum class InputChoice { kAuto, kCpu, kDevice };
 /// On the device input path, whether every image of the store is held in the device's memory
-/// (pets/train/input/resident_images.hpp), so that the loader stages no pixels: on; off (each
-/// batch's crops staged and uploaded); auto: on CUDA when the store fits (resident_fits,
-/// pets/train/input/input_pipeline.hpp).
+/// (pets/train/input/resident_images.hpp), so that the loader stages no pixels: on (refused where
+/// --input does not take the device input path: resident_path_refusal, checked by the run once
+/// its device is known); off (each batch's crops staged and uploaded); auto: on CUDA when the
+/// store fits (resident_fits, pets/train/input/input_pipeline.hpp).
 enum class ResidentChoice { kAuto, kOn, kOff };
 
 /// The keys of the batch-size options, which the run's messages also name ("--batch-size 4096

@@ -37,10 +37,10 @@ struct RunData {
   RunData(const RunData&) = delete;
   RunData& operator=(const RunData&) = delete;
 
-  /// Makes `input` from the loader (make_input_pipeline) on `backend`'s device, with --resident
-  /// `resident`: once the model is on the device, whose free memory decides whether the store's
-  /// images are held there. Collective.
-  void start_input(Backend& backend, ResidentChoice resident);
+  /// Makes `input` from the loader (make_input_pipeline) on `backend`'s device, on the path
+  /// --input `input_choice` takes there, with --resident `resident`: once the model is on the
+  /// device, whose free memory decides whether the store's images are held there. Collective.
+  void start_input(Backend& backend, InputChoice input_choice, ResidentChoice resident);
 
   std::unique_ptr<data::Loader> loader;
   std::unique_ptr<InputPipeline> input;  ///< null until start_input
