@@ -10,14 +10,15 @@ pets_build -DPETS_BUILD_TESTS=ON
 status=0
 (cd "$PETS_BUILD" && ctest --output-on-failure --parallel "$PETS_JOBS" --timeout 900 "$@") || status=$?
 if [ "${PETS_TEST_TORCH2:-1}" != 0 ]; then
-  # Model, parity (CPU and CUDA), OneCycle, communicator, training step, trajectory and loop,
-  # layers, the builds themselves, and bench/device_check.sh's CPU half (its bundle installed,
-  # packed and run with Debian's copies of the libraries hidden) and manifest.
-  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_trajectory|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|train_folded_conv_cuda|layout_|build_|device_check_)}"
+  # Model, parity (CPU and CUDA), OneCycle, communicator, training step (frozen and trained
+  # backbone), trajectory and loop, layers, the builds themselves, and bench/device_check.sh's CPU
+  # half (its bundle installed, packed and run with Debian's copies of the libraries hidden) and
+  # manifest.
+  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_backbone_step|train_trajectory|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|train_folded_conv_cuda|layout_|build_|device_check_)}"
   targets=(pets_train pets_preprocess pets_predict pets_synth pets_bench model_safetensors
            model_resnet50d model_parity model_parity_cuda train_onecycle test_comm_mpi train_step
-           train_trajectory train_evaluation train_batchnorm_sync train_batchnorm_cuda
-           train_folded_conv_cuda train_step_cuda train_device_input device_input_bench
+           train_backbone_step train_trajectory train_evaluation train_batchnorm_sync
+           train_batchnorm_cuda train_folded_conv_cuda train_step_cuda train_device_input device_input_bench
            pets_device_bundle)
   start=$SECONDS
   torch_prefix=$("$PETS_ROOT/scripts/install_torch.sh")

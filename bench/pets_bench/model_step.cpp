@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness.hpp"
@@ -26,6 +27,9 @@
 
 namespace pets::bench {
 namespace {
+
+/// The trained backbones measured (--unfreeze): their name and first trained stage.
+const std::pair<const char*, int> kUnfrozen[] = {{"layer4", 4}, {"all", 0}};
 
 pets::train::MixedPrecision mixed_precision_of(const std::string& precision) {
   if (precision == "bf16") return pets::train::MixedPrecision::kBf16;
@@ -133,6 +137,29 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
         {"share_per_added_head", (sweep_per_step - per_step) / per_step / (kSweepHeads - 1)},
         {"bytes_per_step_one_head", bytes_of(train_step)},
         {"bytes_per_step", bytes_of(sweep_step)}};
+    // --unfreeze layer4 and all: the trained backbone's step (its stages through autograd, their
+    // fp32 gradients' allreduce, Adam per group; never folded) against the frozen one's, and the
+    // bytes it hands to its collectives. The model trains meanwhile, which changes no step's cost.
+    for (const auto& [name, first_stage] : kUnfrozen) {
+      pets::train::StepSettings settings = backend->step_settings();
+      settings.backbone = pets::train::BackboneTraining{first_stage, 0.1};
+      pets::train::TrainStep unfrozen(*model, backend->device_comm(), schedule, settings);
+      unfrozen.set_backbone_training(true);
+      const auto unfrozen_times = time_calls(
+          [&] {
+            const pets::train::StepResult r = unfrozen.run(
+                batch, [] { return false; }, nullptr, pixels);
+            PETS_CHECK(std::isfinite(r.loss_sum), "model step: non-finite loss");
+          },
+          c.warmup, c.min_iters, c.min_seconds);
+      const double unfrozen_per_step = mean(unfrozen_times);
+      out[precision]["unfreeze"][name] = {{"images_per_s", c.batch / unfrozen_per_step},
+                                          {"seconds_per_step", unfrozen_per_step},
+                                          {"over_frozen", unfrozen_per_step / per_step},
+                                          {"steps", unfrozen_times.size()},
+                                          {"bytes_per_step", bytes_of(unfrozen)}};
+      unfrozen.set_backbone_training(false);  // the backbone frozen again for what follows
+    }
   }
   // What each step adds for a stop: every rank keeps a copy of the state after the step (the
   // trainer's state_after_step). Rank 0 copies the checkpoint's (fc, Adam's moments, every
@@ -145,6 +172,14 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
     const pets::train::BatchNormSync batchnorm(*model, mpi, backend->device_comm(), true);
     pets::train::OneCycleOptions schedule;
     schedule.total_steps = 1;
+    const auto time_copy = [&](const std::function<pets::train::TrainingState()>& copy) {
+      const auto call = [&] {
+        const pets::train::TrainingState kept = copy();
+        if (device.is_cuda()) torch::cuda::synchronize();
+        PETS_CHECK(!kept.model.empty(), "model step: no state to keep");
+      };
+      return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
+    };
     for (const int heads : {1, 8}) {
       const pets::train::TrainStep train_step(
           *model, backend->device_comm(),
@@ -156,17 +191,23 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       // What BatchNormSync::save marks mid-epoch at several ranks (this world has one).
       state.rank_shards = true;
       for (const auto& b : model->named_buffers(true)) state.per_rank.push_back(b.key());
-      const auto time_copy = [&](const std::function<pets::train::TrainingState()>& copy) {
-        const auto call = [&] {
-          const pets::train::TrainingState kept = copy();
-          if (device.is_cuda()) torch::cuda::synchronize();
-          PETS_CHECK(!kept.model.empty(), "model step: no state to keep");
-        };
-        return 1e6 * mean(time_calls(call, c.warmup, c.min_iters, std::min(c.min_seconds, 1.0)));
-      };
       const std::string suffix = heads == 1 ? "" : "_8_heads";
       out["stop_commit_us" + suffix] = time_copy([&] { return state.cloned(); });
       out["stop_commit_other_rank_us" + suffix] = time_copy([&] { return state.shard_part(); });
+    }
+    // Rank 0's copy with a trained backbone (--unfreeze): its parameters and Adam moments too.
+    for (const auto& [name, first_stage] : kUnfrozen) {
+      pets::train::StepSettings settings = backend->step_settings();
+      settings.backbone = pets::train::BackboneTraining{first_stage, 0.1};
+      const pets::train::TrainStep train_step(*model, backend->device_comm(), schedule, settings);
+      pets::train::TrainingState state;
+      state.position.step = 1;
+      train_step.save(state);
+      batchnorm.save(state);
+      out[std::string("stop_commit_us_") + name] = time_copy([&] { return state.cloned(); });
+      int64_t bytes = 0;
+      for (const auto& [key, t] : state.tensors()) bytes += t.numel() * t.element_size();
+      out[std::string("checkpoint_tensor_bytes_") + name] = bytes;
     }
   }
   return out;

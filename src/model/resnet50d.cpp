@@ -72,10 +72,35 @@ ResNet50dImpl::ResNet50dImpl(int64_t num_classes) : num_classes_(num_classes) {
 }
 
 torch::Tensor ResNet50dImpl::forward_features(torch::Tensor x) {
-  x = bn1(conv1->forward(x)).relu_();
-  x = torch::max_pool2d(x, 3, 2, 1);
-  x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
-  return x.mean({2, 3});
+  return pool(forward_stages(std::move(x), 0, kStages));
+}
+
+torch::Tensor ResNet50dImpl::forward_stages(torch::Tensor x, int begin, int end) {
+  PETS_CHECK(0 <= begin && begin <= end && end <= kStages,
+             "no backbone stages [" + std::to_string(begin) + ", " + std::to_string(end) + ")");
+  torch::nn::Sequential* const layers[] = {&layer1, &layer2, &layer3, &layer4};
+  for (int stage = begin; stage < end; ++stage) {
+    if (stage == 0) {
+      x = torch::max_pool2d(bn1(conv1->forward(x)).relu_(), 3, 2, 1);
+    } else {
+      x = (*layers[stage - 1])->forward(x);
+    }
+  }
+  return x;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ResNet50dImpl::stage_parameters(int first) {
+  PETS_CHECK(0 <= first && first <= kStages, "no backbone stage " + std::to_string(first));
+  const char* const prefixes[kStages] = {"", "layer1.", "layer2.", "layer3.", "layer4."};
+  const auto in_stage = [&](const std::string& name, int stage) {
+    if (stage == 0) return name.rfind("conv1.", 0) == 0 || name.rfind("bn1.", 0) == 0;
+    return name.rfind(prefixes[stage], 0) == 0;
+  };
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : named_parameters(true))
+    for (int stage = first; stage < kStages; ++stage)
+      if (in_stage(p.key(), stage)) out.emplace_back(p.key(), p.value());
+  return out;
 }
 
 torch::Tensor ResNet50dImpl::forward_head(const torch::Tensor& features) { return fc(features); }

@@ -2,7 +2,10 @@
 // fixture (a timm resnet50d state dict), odd input sizes (ceil_mode shortcuts), freezing, init.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "fixture_dir.hpp"
 #include "model/model_test_util.hpp"
@@ -71,6 +74,47 @@ TEST(ResNet50d, FreezeLeavesOnlyTheHeadTrainable) {
   for (const auto& p : model->named_parameters(true))
     if (p.value().requires_grad()) trainable.insert(p.key());
   EXPECT_EQ(trainable, (std::set<std::string>{"fc.weight", "fc.bias"}));
+}
+
+// --unfreeze's groups: the parameters of the stages from the first trained one on, under their
+// state-dict names in the model's order; the stages run one after the other are the features.
+TEST(ResNet50d, StageParametersFromEachFirstStage) {
+  ResNet50d model(5);
+  const auto names_from = [&](int first) {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : model->stage_parameters(first)) names.push_back(name);
+    return names;
+  };
+  std::vector<std::string> backbone;
+  for (const auto& p : model->named_parameters(true))
+    if (p.key().rfind("fc.", 0) != 0) backbone.push_back(p.key());
+  EXPECT_EQ(names_from(0), backbone);  // all: the stem too
+  EXPECT_TRUE(names_from(pets::model::ResNet50dImpl::kStages).empty());
+  const auto layer4 = names_from(4);
+  ASSERT_FALSE(layer4.empty());
+  EXPECT_EQ(layer4.front(), "layer4.0.conv1.weight");
+  EXPECT_EQ(layer4.back(), "layer4.2.bn3.bias");
+  for (const auto& name : layer4) EXPECT_EQ(name.rfind("layer4.", 0), 0u) << name;
+  const auto layer3 = names_from(3);
+  EXPECT_EQ(layer3.front(), "layer3.0.conv1.weight");
+  EXPECT_EQ(std::vector<std::string>(layer3.end() - layer4.size(), layer3.end()), layer4);
+  const auto stem = names_from(0);
+  EXPECT_EQ(stem.front(), "conv1.0.weight");
+  EXPECT_NE(std::find(stem.begin(), stem.end(), "bn1.weight"), stem.end());
+  EXPECT_THROW(model->stage_parameters(6), pets::Error);
+}
+
+TEST(ResNet50d, StagesInTurnAreTheFeatures) {
+  torch::manual_seed(3);
+  ResNet50d model(5);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({2, 3, 64, 64});
+  const torch::Tensor features = model->forward_features(x);
+  const torch::Tensor split = pets::model::ResNet50dImpl::pool(model->forward_stages(
+      model->forward_stages(x, 0, 3), 3, pets::model::ResNet50dImpl::kStages));
+  EXPECT_TRUE(torch::equal(split, features));
+  EXPECT_THROW(model->forward_stages(x, 3, 2), pets::Error);
 }
 
 TEST(ResNet50d, TimmInitZeroesLastBnOfEachBlock) {

@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "pets/util/error.hpp"
 
@@ -26,11 +29,22 @@ TORCH_MODULE(Bottleneck);
 
 struct ResNet50dImpl : torch::nn::Module {
   static constexpr int64_t kFeatures = 2048;
+  /// The backbone's stages in forward order: 0 the stem (conv1, bn1, ReLU, max-pool), 1 to 4
+  /// layer1 to layer4; the global average pool follows them.
+  static constexpr int kStages = 5;
 
   explicit ResNet50dImpl(int64_t num_classes);
 
-  /// The 2048-d globally average-pooled features (input of `fc`).
+  /// The 2048-d globally average-pooled features (input of `fc`): stages 0 to 4, then the pool.
   torch::Tensor forward_features(torch::Tensor x);
+  /// Stages [begin, end) of the backbone on `x` (the images for begin 0, else stage begin - 1's
+  /// output), without the pool.
+  torch::Tensor forward_stages(torch::Tensor x, int begin, int end);
+  /// The global average pool of the last stage's output: the features.
+  static torch::Tensor pool(const torch::Tensor& x) { return x.mean({2, 3}); }
+  /// The parameters of stages [first, kStages) under their state-dict names, in registration
+  /// order (PyTorch's `model.parameters()` order); none for first == kStages.
+  std::vector<std::pair<std::string, torch::Tensor>> stage_parameters(int first);
   /// The classifier on pooled features.
   torch::Tensor forward_head(const torch::Tensor& features);
   torch::Tensor forward(torch::Tensor x);

@@ -125,6 +125,19 @@ std::vector<Entry> entries(const TrainOptions& o) {
                    "train: frozen backbone's BatchNorm uses batch statistics (as the tutorial); "
                    "eval: running statistics",
                    to_string(o.bn_mode))),
+      fixed(valued("unfreeze",
+                   "none | layer4 | layer3 | layer2 | layer1 | all: the backbone's stages that "
+                   "train besides the head (layer3: layer3, layer4 and fc; all: the stem too); "
+                   "none is the tutorial's frozen backbone",
+                   to_string(o.unfreeze))),
+      fixed(valued("backbone-lr-ratio",
+                   "the trained backbone's learning rate as a fraction of the head's: its own "
+                   "Adam group on the same OneCycle schedule, peak max-lr times this",
+                   o.backbone_lr_ratio)),
+      fixed(valued("unfreeze-epoch",
+                   "epochs that train the head alone before --unfreeze's stages start training "
+                   "(their Adam moments start then)",
+                   o.unfreeze_epoch)),
       valued("device", "auto | cpu | cuda (auto: CUDA device local_rank % count when present)",
              to_string(o.device)),
       valued("input",
@@ -247,6 +260,22 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.seed = unsigned_option(vm["seed"].as<std::string>(), "--seed");
   if (vm.count("pretrained")) o.pretrained = vm["pretrained"].as<std::string>();
   o.bn_mode = parse_enum(vm, "bn-mode", {BnMode::kTrain, BnMode::kEval});
+  o.unfreeze = parse_enum(vm, "unfreeze",
+                          {Unfreeze::kNone, Unfreeze::kLayer4, Unfreeze::kLayer3, Unfreeze::kLayer2,
+                           Unfreeze::kLayer1, Unfreeze::kAll});
+  o.backbone_lr_ratio = vm["backbone-lr-ratio"].as<double>();
+  if (!std::isfinite(o.backbone_lr_ratio) || o.backbone_lr_ratio <= 0)
+    usage("--backbone-lr-ratio must be a positive number, got " +
+          format_number(o.backbone_lr_ratio));
+  o.unfreeze_epoch = vm["unfreeze-epoch"].as<int>();
+  if (o.unfreeze_epoch < 0 || o.unfreeze_epoch >= o.epochs)
+    usage("--unfreeze-epoch must be at least 0 and below --epochs (" + std::to_string(o.epochs) +
+          "), got " + std::to_string(o.unfreeze_epoch));
+  // One backbone is shared by a sweep's heads: each head would need its own to train it.
+  if (o.unfreeze != Unfreeze::kNone && o.max_lr.size() > 1)
+    usage("--unfreeze " + to_string(o.unfreeze) + " trains the backbone, which a sweep's heads (" +
+          "--max-lr " + max_lr_text(o.max_lr) +
+          ") share: give one --max-lr value, or --unfreeze none");
   o.device =
       parse_enum(vm, "device", {DeviceChoice::kAuto, DeviceChoice::kCpu, DeviceChoice::kCuda});
   o.input = parse_enum(vm, "input", {InputChoice::kAuto, InputChoice::kCpu, InputChoice::kDevice});
@@ -297,8 +326,9 @@ std::string train_options_help() {
   std::ostringstream s;
   s << "Usage: pets_train --data FILE [options]        a new run\n"
        "       pets_train --resume --out DIR [options]  continue the run in DIR\n"
-       "Fine-tunes the classifier of a frozen ResNet-50d on the Oxford-IIIT Pet images; run it\n"
-       "under mpirun for several ranks.\n\n"
+       "Fine-tunes ResNet-50d on the Oxford-IIIT Pet images: the classifier of a frozen backbone,\n"
+       "or with --unfreeze the backbone's last stages too; run it under mpirun for several "
+       "ranks.\n\n"
     << all;
   return s.str();
 }

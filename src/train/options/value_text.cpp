@@ -53,6 +53,24 @@ std::string to_string(MixedPrecision value) {
 
 std::string to_string(BnMode value) { return value == BnMode::kTrain ? "train" : "eval"; }
 
+std::string to_string(Unfreeze value) {
+  switch (value) {
+    case Unfreeze::kNone:
+      return "none";
+    case Unfreeze::kLayer4:
+      return "layer4";
+    case Unfreeze::kLayer3:
+      return "layer3";
+    case Unfreeze::kLayer2:
+      return "layer2";
+    case Unfreeze::kLayer1:
+      return "layer1";
+    case Unfreeze::kAll:
+      return "all";
+  }
+  return "?";
+}
+
 std::string to_string(DeviceChoice value) {
   switch (value) {
     case DeviceChoice::kAuto:

@@ -13,10 +13,15 @@ std::string startup_text(const StartupFacts& f) {
   if (f.resident_bytes >= 0) input += " (resident, " + byte_size_text(f.resident_bytes) + ")";
   const std::string precision =
       f.precision == MixedPrecision::kNo ? "fp32" : "mixed precision " + to_string(f.precision);
+  std::string backbone;
+  if (f.unfreeze != Unfreeze::kNone)
+    backbone = ", training " + to_string(f.unfreeze) + " (lr x" +
+               format_number(f.backbone_lr_ratio) + ") from epoch " +
+               std::to_string(f.unfreeze_epoch);
   return "pets_train: " + count_text(f.ranks, "rank") + " on " + count_text(f.hosts, "host") +
          ", " + f.device + ", " + count_text(f.threads, "thread") + (f.ranks > 1 ? " each" : "") +
-         ", " + precision + ", BN " + to_string(f.bn_mode) + ", input " + input + ", data " +
-         f.data + " (" +
+         ", " + precision + ", BN " + to_string(f.bn_mode) + backbone + ", input " + input +
+         ", data " + f.data + " (" +
          (f.store_id.empty() ? std::string("a store without id") : "store " + f.store_id) + "), " +
          std::to_string(f.train_images) + " train / " + std::to_string(f.eval_images) +
          " eval images, " + count_text(f.steps_per_epoch, "step") + "/epoch, " +

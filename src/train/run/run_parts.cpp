@@ -46,6 +46,9 @@ RunParts::RunParts(const TrainOptions& options, const comm::MpiComm& mpi,
   batchnorm = std::make_unique<BatchNormSync>(*model, mpi, backend->device_comm(),
                                               options.bn_mode == BnMode::kTrain);
   StepSettings settings = backend->step_settings();
+  if (options.unfreeze != Unfreeze::kNone)
+    settings.backbone =
+        BackboneTraining{first_trained_stage(options.unfreeze), options.backbone_lr_ratio};
   hooks = std::make_unique<SwitchHooks>(switches, mpi.rank(), &backend->host_comm());
   settings.hooks = hooks->hooks();
   const int64_t steps = data->loader->steps_per_epoch(SplitKind::kTrain);
@@ -57,7 +60,10 @@ RunParts::RunParts(const TrainOptions& options, const comm::MpiComm& mpi,
         accelerate_onecycle(max_lr, options.epochs, train_images, options.batch_size, mpi.size()));
   step = std::make_unique<TrainStep>(*model, backend->device_comm(), schedules, settings);
   stop = std::make_unique<StopAgreement>(backend->host_comm());
-  const bool fold = options.bn_mode == BnMode::kEval && !switches.unfolded;
+  // Under --bn-mode eval a frozen backbone is folded once and its evaluation features cached; a
+  // trained one changes every step, so neither (each evaluation folds its epoch's weights).
+  const bool fold =
+      options.bn_mode == BnMode::kEval && !switches.unfolded && options.unfreeze == Unfreeze::kNone;
   evaluator = std::make_unique<Evaluator>(backend->host_comm(), fold);
   if (session.resuming())
     start = resume_run(session, data->shape(options, mpi.size()), mpi.size(), steps, *batchnorm,
@@ -77,7 +83,10 @@ RunParts::RunParts(const TrainOptions& options, const comm::MpiComm& mpi,
             {"seed", static_cast<double>(options.seed)},
             {"train_images", static_cast<double>(train_images)},
             {"steps_per_epoch", static_cast<double>(steps)},
-            {"image_size", static_cast<double>(data->loader->options().image_size)}});
+            {"image_size", static_cast<double>(data->loader->options().image_size)},
+            {"unfrozen_stages", static_cast<double>(options.unfreeze)},
+            {"backbone_lr_ratio", options.backbone_lr_ratio},
+            {"unfreeze_epoch", static_cast<double>(options.unfreeze_epoch)}});
   }
   warm_up(options, switches);
   log.note(startup_text(startup_facts(options, mpi, *backend, *data, threads.threads)));

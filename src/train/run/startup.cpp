@@ -19,6 +19,9 @@ StartupFacts startup_facts(const TrainOptions& options, const comm::MpiComm& mpi
   f.threads = threads;
   f.precision = options.mixed_precision;
   f.bn_mode = options.bn_mode;
+  f.unfreeze = options.unfreeze;
+  f.unfreeze_epoch = options.unfreeze_epoch;
+  f.backbone_lr_ratio = options.backbone_lr_ratio;
   f.device_input = backend.device_input();
   f.resident_bytes = data.input->resident_bytes();
   f.data = options.data;

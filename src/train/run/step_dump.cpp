@@ -24,6 +24,15 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 at::Tensor host_copy(const at::Tensor& t) { return t.detach().to(torch::kCPU).clone(); }
 
+/// The backbone's parameters that this step trains (--unfreeze): those that require gradients.
+std::vector<torch::OrderedDict<std::string, at::Tensor>::Item> trained_backbone(
+    const model::ResNet50dImpl& model) {
+  std::vector<torch::OrderedDict<std::string, at::Tensor>::Item> out;
+  for (const auto& p : model.named_parameters(true))
+    if (p.value().requires_grad() && p.key().rfind("fc.", 0) != 0) out.push_back(p);
+  return out;
+}
+
 }  // namespace
 
 StepDump::StepDump(StepDumpSpec spec, int rank, const std::map<std::string, double>& run)
@@ -43,6 +52,7 @@ void StepDump::before(std::int64_t step, const model::ResNet50dImpl& model, data
   kept_["labels"] = torch::tensor(batch.labels, torch::kInt64);
   kept_["fc.weight.before"] = host_copy(model.fc->weight);
   kept_["fc.bias.before"] = host_copy(model.fc->bias);
+  for (const auto& p : trained_backbone(model)) kept_[p.key() + ".before"] = host_copy(p.value());
   crops_ = nlohmann::json::object();
   for (std::size_t i = 0; i < batch.indices.size(); ++i) {
     const data::CropBox& b = batch.boxes[i];
@@ -59,6 +69,12 @@ void StepDump::after(const model::ResNet50dImpl& model, const StepResult& result
   out.emplace_back("fc.bias.grad", host_copy(model.fc->bias.grad()));
   out.emplace_back("fc.weight.after", host_copy(model.fc->weight));
   out.emplace_back("fc.bias.after", host_copy(model.fc->bias));
+  for (const auto& p : trained_backbone(model)) {
+    out.emplace_back(p.key() + ".grad", host_copy(p.value().grad()));
+    out.emplace_back(p.key() + ".after", host_copy(p.value()));
+  }
+  if (result.backbone_lr > 0)
+    out.emplace_back("lr_backbone", torch::tensor({result.backbone_lr}, torch::kFloat64));
   out.emplace_back("loss_sum", torch::tensor({result.loss_sum}, torch::kFloat64));
   out.emplace_back("images_total",
                    torch::tensor({static_cast<double>(result.images)}, torch::kFloat64));

@@ -84,6 +84,8 @@ bool Trainer::train_epoch(int64_t epoch, EpochPosition& position) {
   RunParts& p = *parts_;
   InputPipeline& input = *p.data->input;
   p.model->train(options_.bn_mode == BnMode::kTrain);
+  if (options_.unfreeze != Unfreeze::kNone)
+    p.step->set_backbone_training(epoch >= options_.unfreeze_epoch);
   const int64_t steps = p.data->loader->steps_per_epoch(SplitKind::kTrain);
   input.start_epoch(SplitKind::kTrain, epoch, position.step);
   const int64_t first_step = position.step;

@@ -87,6 +87,7 @@ nlohmann::json TrainingState::to_json() const {
     return nlohmann::json{{"scale", g.scale}, {"growth_tracker", g.growth_tracker}};
   };
   if (grad_scaler) state["grad_scaler"] = scaler_json(*grad_scaler);
+  if (backbone_adam_steps > 0) state["backbone_adam_steps"] = backbone_adam_steps;
   for (const HeadState& h : more_heads) {
     nlohmann::json head = {
         {"adam_steps", h.adam_steps}, {"schedule_steps", h.schedule_steps}, {"last_lr", h.last_lr}};
@@ -183,6 +184,7 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
     j.at("last_lr").get_to(s.last_lr);
     // An earlier pets_train stepped OneCycle once per optimiser step and wrote no such key.
     s.schedule_steps_per_update = j.value("schedule_steps_per_update", int64_t{1});
+    s.backbone_adam_steps = j.value("backbone_adam_steps", int64_t{0});
     j.at("history").get_to(s.history);
     // Checkpoints from before store ids have no "store": its id stays empty.
     if (const auto it = j.find("store"); it != j.end()) {

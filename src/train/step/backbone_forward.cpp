@@ -56,6 +56,18 @@ at::Tensor BackboneForward::operator()(model::ResNet50dImpl& model,
   return model.forward_features(images).to(torch::kFloat32);
 }
 
+at::Tensor BackboneForward::trained(model::ResNet50dImpl& model, const at::Tensor& images,
+                                    int first_stage) const {
+  AutocastScope autocast(autocast_, images.device());
+  at::Tensor frozen;
+  {
+    torch::NoGradGuard no_grad;  // no activation kept for the frozen stages
+    frozen = model.forward_stages(images, 0, first_stage);
+  }
+  const at::Tensor last = model.forward_stages(frozen, first_stage, model::ResNet50dImpl::kStages);
+  return model::ResNet50dImpl::pool(last).to(torch::kFloat32);
+}
+
 void warm_up_forward(const BackboneForward& forward, model::ResNet50dImpl& model,
                      const model::FoldedBackbone* folded, const std::vector<int64_t>& batch_sizes,
                      int64_t image_size, const c10::Device& device) {

@@ -32,6 +32,40 @@ struct TrainStep::Head {
 
 namespace {
 
+/// `head`'s schedule with its peak scaled by `ratio` (so its start and end too).
+OneCycleOptions scaled_schedule(OneCycleOptions head, double ratio) {
+  head.max_lr *= ratio;
+  return head;
+}
+
+}  // namespace
+
+struct TrainStep::Backbone {
+  Backbone(model::ResNet50dImpl& model, const BackboneTraining& training,
+           const OneCycleOptions& head_schedule)
+      : first_stage(training.first_stage),
+        parameters(model.stage_parameters(training.first_stage)),
+        schedule(scaled_schedule(head_schedule, training.lr_ratio)) {
+    std::vector<torch::Tensor> tensors;
+    for (const auto& [name, p] : parameters) {
+      tensors.push_back(p);
+      numel += p.numel();
+    }
+    adam = std::make_unique<Adam>(std::move(tensors));
+  }
+
+  int first_stage;
+  std::vector<std::pair<std::string, torch::Tensor>> parameters;
+  int64_t numel = 0;
+  std::unique_ptr<Adam> adam;  ///< its moments start at zero, its count at the first update
+  OneCycleSchedule schedule;   ///< stepped with head 0's
+  bool on = false;
+  /// The step's allreduce buffer: every trained parameter's gradient, fp32, in `parameters` order.
+  torch::Tensor sums;
+};
+
+namespace {
+
 /// Head `k`'s names in a checkpoint's model tensors: fc's state-dict names for the first (as a
 /// run of one head writes them), heads.<k>.weight and .bias for the others.
 std::string head_tensor_name(int k, const std::string& parameter) {
@@ -56,6 +90,40 @@ TrainStep::TrainStep(model::ResNet50dImpl& model, comm::Communicator& comm,
     };
     heads_.push_back(std::make_unique<Head>(copy(model.fc->weight), copy(model.fc->bias),
                                             schedules[k], settings_.loss_scaling));
+  }
+  if (settings_.backbone) {
+    PETS_CHECK(schedules.size() == 1, "a trained backbone takes one head, not a sweep");
+    backbone_ = std::make_unique<Backbone>(model, *settings_.backbone, schedules.front());
+    PETS_CHECK(!backbone_->parameters.empty(), "--unfreeze names no backbone parameter");
+  }
+}
+
+void TrainStep::set_backbone_training(bool on) {
+  PETS_CHECK(backbone_ != nullptr || !on, "this step trains no backbone");
+  if (!backbone_) return;
+  backbone_->on = on;
+  for (auto& [name, p] : backbone_->parameters) p.set_requires_grad(on);
+}
+
+bool TrainStep::trains_backbone() const { return backbone_ && backbone_->on; }
+
+const std::vector<std::pair<std::string, at::Tensor>>& TrainStep::backbone_parameters() const {
+  static const std::vector<std::pair<std::string, at::Tensor>> none;
+  return backbone_ ? backbone_->parameters : none;
+}
+
+void TrainStep::average_backbone_gradients(double global_n) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor& sums = backbone_->sums;
+  // fp32 as DDP's allreduce: the sum's order is the algorithm's, fixed for a number of ranks.
+  comm_.allreduce_sum(sums);
+  sums.div_(global_n);
+  int64_t offset = 0;
+  for (auto& [name, p] : backbone_->parameters) {
+    const torch::Tensor averaged = sums.narrow(0, offset, p.numel()).view(p.sizes());
+    if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
+    p.mutable_grad().copy_(averaged);  // in the gradient's own layout (channels-last weights)
+    offset += p.numel();
   }
 }
 
@@ -106,12 +174,20 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   const int64_t step = heads_[0]->schedule.step_count();
   // The gradients of the last step stay readable until the next one starts (PETS_DUMP_STEPS).
   for (auto& h : heads_) h->adam->zero_grad();
+  const bool backbone_on = trains_backbone();
+  PETS_CHECK(!(backbone_on && folded), "a trained backbone cannot run folded");
+  if (backbone_on) {
+    backbone_->adam->zero_grad();
+    backbone_->sums = torch::zeros({backbone_->numel}, fc->weight.options());
+  }
   std::vector<StepSums> sums;
   for (int k = 0; k < n_heads; ++k) sums.emplace_back(fc->weight.numel(), fc->bias.numel(), device);
   if (batch.n > 0) {
     // One backbone pass for every head: the features do not depend on the head.
+    const torch::Tensor input = images.defined() ? images : batch_images(batch, device);
     const torch::Tensor features =
-        settings_.forward(model_, folded, images.defined() ? images : batch_images(batch, device));
+        backbone_on ? settings_.forward.trained(model_, input, backbone_->first_stage)
+                    : settings_.forward(model_, folded, input);
     const torch::Tensor labels = batch_labels(batch, device);
     for (int k = 0; k < n_heads; ++k) {
       Head& h = *heads_[k];
@@ -123,6 +199,13 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
       sums[k].bias_grad().copy_(h.bias.grad());
       sums[k].loss().copy_(loss.detach());  // on the device: no wait for the forward pass
       sums[k].images().fill_(static_cast<double>(batch.n));
+    }
+    if (backbone_on) {
+      int64_t offset = 0;
+      for (const auto& [name, p] : backbone_->parameters) {
+        backbone_->sums.narrow(0, offset, p.numel()).view(p.sizes()).copy_(p.grad());
+        offset += p.numel();
+      }
     }
   }
   if (settings_.hooks.before_allreduce) settings_.hooks.before_allreduce(step);
@@ -147,6 +230,7 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
   StepResult result;
   result.images = static_cast<int64_t>(global_n);
   result.stop = total[2] > 0.0;
+  if (backbone_on) average_backbone_gradients(global_n);
   for (int k = 0; k < n_heads; ++k) {
     Head& h = *heads_[k];
     torch::NoGradGuard no_grad;
@@ -170,8 +254,20 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     r.lr = h.schedule.lr();
     h.last_lr = r.lr;
     // fp16: the summed gradients are the same on every rank, so all skip (or step) together. As
-    // Accelerate, a skipped optimiser step also leaves the schedule where it is.
-    r.skipped = h.scaler && !h.scaler->unscale({h.weight.grad(), h.bias.grad()});
+    // Accelerate, a skipped optimiser step also leaves the schedule where it is. A trained
+    // backbone's gradients are unscaled and checked with the head's (one optimiser).
+    std::vector<torch::Tensor> grads{h.weight.grad(), h.bias.grad()};
+    if (k == 0 && backbone_on)
+      for (const auto& [name, p] : backbone_->parameters) grads.push_back(p.grad());
+    r.skipped = h.scaler && !h.scaler->unscale(grads);
+    if (k == 0 && backbone_) {
+      result.backbone_lr = backbone_->schedule.lr();  // also before it trains, as PyTorch's group
+      if (!r.skipped) {
+        if (backbone_on)
+          backbone_->adam->step(backbone_->schedule.lr(), backbone_->schedule.beta1());
+        backbone_->schedule.step();
+      }
+    }
     if (!r.skipped) {
       h.adam->step(h.schedule.lr(), h.schedule.beta1());
       h.schedule.step();
@@ -210,6 +306,13 @@ void TrainStep::save(TrainingState& state) const {
     }
   }
   state.schedule_steps_per_update = heads_[0]->schedule.options().steps_per_update;
+  state.backbone_adam_steps = 0;
+  if (backbone_) {
+    for (const auto& [name, p] : backbone_->parameters) state.model.emplace_back(name, p);
+    for (const auto& m : backbone_->adam->exp_avg()) state.adam_exp_avg.push_back(m);
+    for (const auto& v : backbone_->adam->exp_avg_sq()) state.adam_exp_avg_sq.push_back(v);
+    state.backbone_adam_steps = backbone_->adam->steps();
+  }
 }
 
 void TrainStep::restore(const TrainingState& state, std::optional<int64_t> schedule_steps,
@@ -218,10 +321,12 @@ void TrainStep::restore(const TrainingState& state, std::optional<int64_t> sched
     throw UsageError(path + ": a checkpoint of " + std::to_string(state.more_heads.size() + 1) +
                      " heads, this run trains " + std::to_string(heads_.size()));
   const std::size_t per_head = heads_[0]->adam->exp_avg().size();
-  if (state.adam_exp_avg.size() != per_head * heads_.size() ||
+  const std::size_t in_backbone = backbone_ ? backbone_->parameters.size() : 0;
+  if (state.adam_exp_avg.size() != per_head * heads_.size() + in_backbone ||
       state.adam_exp_avg_sq.size() != state.adam_exp_avg.size())
     throw UsageError(path + ": Adam moments of " + std::to_string(state.adam_exp_avg.size()) +
-                     " tensors, the heads have " + std::to_string(per_head * heads_.size()));
+                     " tensors, the trained parameters are " +
+                     std::to_string(per_head * heads_.size() + in_backbone));
   const torch::Device device = model_.fc->weight.device();
   for (int k = 0; k < heads(); ++k) {
     Head& h = *heads_[k];
@@ -240,6 +345,16 @@ void TrainStep::restore(const TrainingState& state, std::optional<int64_t> sched
       h.scaler->restore(saved.grad_scaler->scale, saved.grad_scaler->growth_tracker);
     h.last_lr = saved.last_lr;
     h.schedule.set_step_count(schedule_steps.value_or(saved.schedule_steps));
+  }
+  if (backbone_) {
+    state.restore_model_tensors(backbone_->parameters, path);
+    std::vector<torch::Tensor> m, v;
+    for (std::size_t i = per_head * heads_.size(); i < state.adam_exp_avg.size(); ++i) {
+      m.push_back(state.adam_exp_avg[i].to(device));
+      v.push_back(state.adam_exp_avg_sq[i].to(device));
+    }
+    backbone_->adam->restore(m, v, state.backbone_adam_steps);
+    backbone_->schedule.set_step_count(heads_[0]->schedule.step_count());
   }
 }
 

@@ -5,15 +5,19 @@
 // The step runs as pets_train runs it: the backend's forward (the fused BatchNorm kernel), its
 // communicator (NCCL), the images already on the device (the device input path), the BatchNorm
 // statistics that several ranks carry in each step. And the warm-up before the first epoch leaves
-// the model as it was. Skipped without a CUDA device.
+// the model as it was. And a trained layer4 (--unfreeze) takes LibTorch's differentiable path,
+// not the forward-only fused kernels: its gradients on the device are the CPU's. Skipped without a
+// CUDA device.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -97,6 +101,62 @@ TEST_P(StepWaits, AWarmUpLeavesTheBatchNormStatisticsAsTheyWere) {
                      torch::randn({8, 3, 64, 64}, torch::TensorOptions(backend->device()))
                          .contiguous(torch::MemoryFormat::ChannelsLast));
   EXPECT_FALSE(torch::equal(model->named_buffers(true)[0].value(), before[0]));
+}
+
+// --unfreeze layer4 on the device as pets_train runs it (the backend's settings, whose frozen
+// forward is the fused BatchNorm kernel): the step trains layer4 through autograd, and its
+// averaged gradients are those of the same step on the CPU in fp32, within TF32's and bf16's
+// rounding.
+TEST(TrainedBackboneOnCuda, Layer4TakesTheDifferentiablePath) {
+  if (pets::test::cuda_or_skip() == nullptr) GTEST_SKIP() << "no CUDA device";
+  const pets::comm::MpiComm mpi;
+  pets::train::OneCycleOptions schedule;
+  schedule.total_steps = 10;
+  pets::data::Batch batch;
+  batch.n = 8;
+  batch.h = batch.w = 64;
+  batch.labels = {0, 1, 2, 3, 4, 0, 1, 2};
+  torch::manual_seed(9);
+  const torch::Tensor images =
+      torch::randn({8, 3, 64, 64}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const pets::train::BackboneTraining layer4{4, 0.1};
+  // The reference: the CPU in fp32.
+  const torch::Device cpu(torch::kCPU);
+  pets::comm::MpiCommunicator cpu_comm(mpi);
+  pets::model::ResNet50d reference = train_mode_model(cpu);
+  pets::train::StepSettings cpu_settings;
+  cpu_settings.backbone = layer4;
+  pets::train::TrainStep cpu_step(*reference, cpu_comm, schedule, cpu_settings);
+  cpu_step.set_backbone_training(true);
+  ASSERT_FALSE(cpu_step
+                   .run(
+                       batch, [] { return false; }, nullptr, images)
+                   .skipped);
+  for (const MixedPrecision precision : {MixedPrecision::kNo, MixedPrecision::kBf16}) {
+    const auto backend = cuda_backend(precision, mpi);
+    ASSERT_TRUE(backend->forward().fused_train_norm());
+    pets::model::ResNet50d model = train_mode_model(backend->device());
+    pets::train::StepSettings settings = backend->step_settings();
+    settings.backbone = layer4;
+    pets::train::TrainStep step(*model, backend->device_comm(), schedule, settings);
+    step.set_backbone_training(true);
+    const auto result = step.run(
+        batch, [] { return false; }, nullptr, images.to(backend->device()));
+    ASSERT_FALSE(result.skipped);
+    const auto& ours = step.backbone_parameters();
+    const auto& theirs = cpu_step.backbone_parameters();
+    ASSERT_EQ(ours.size(), theirs.size());
+    const double tolerance = precision == MixedPrecision::kNo ? 2e-2 : 1e-1;
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      const torch::Tensor grad = ours[i].second.grad().cpu();
+      const torch::Tensor want = theirs[i].second.grad();
+      ASSERT_TRUE(torch::isfinite(grad).all().item<bool>()) << ours[i].first;
+      const double error =
+          (grad - want).norm().item<double>() / std::max(want.norm().item<double>(), 1e-30);
+      EXPECT_LT(error, tolerance) << ours[i].first << " under "
+                                  << pets::train::to_string(precision);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, StepWaits,

@@ -32,7 +32,7 @@ case "$case_name" in
     run --help
     expect_status 0
     for opt in --data --epochs --batch-size --eval-batch-size --max-lr --mixed-precision --seed \
-               --pretrained --bn-mode --device --threads --out --resume --config --write-config; do
+               --pretrained --bn-mode --unfreeze --backbone-lr-ratio --unfreeze-epoch --device --threads --out --resume --config --write-config; do
       expect_text "$opt"
     done
     expect_text '(=3e-2)'
@@ -48,6 +48,17 @@ case "$case_name" in
   repeated_option) expect_usage "$case_name" "--epochs" launch --data d.h5 --epochs 2 --epochs 3 ;;
   missing_data) expect_usage "$case_name" "--data" launch --epochs 2 ;;
   bad_enum) expect_usage "$case_name" "--mixed-precision" launch --data d.h5 --mixed-precision fp8 ;;
+  unfreeze_refused)
+    # An unknown stage, a ratio that is not positive, an unfreeze epoch the run never reaches, a
+    # sweep whose heads share the backbone.
+    expect_usage "$case_name" "--unfreeze must be one of none, layer4, layer3, layer2, layer1, all" \
+      launch --data d.h5 --unfreeze layer5
+    expect_usage "$case_name" "--backbone-lr-ratio must be a positive number, got 0" \
+      launch --data d.h5 --unfreeze all --backbone-lr-ratio 0
+    expect_usage "$case_name" "--unfreeze-epoch must be at least 0 and below --epochs (2), got 2" \
+      launch --data d.h5 --epochs 2 --unfreeze layer4 --unfreeze-epoch 2
+    expect_usage "$case_name" "a sweep's heads (--max-lr 1e-3,3e-2) share" \
+      launch --data d.h5 --unfreeze layer4 --max-lr 1e-3,3e-2 ;;
   config_unknown_key)
     printf 'epochs = 2\nlearning-rate = 0.1\n' >bad.cfg
     expect_usage "$case_name" "learning-rate" launch --data d.h5 --config bad.cfg ;;

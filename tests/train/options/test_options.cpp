@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pets/train/options/options.hpp"
@@ -63,6 +64,10 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.seed, 42u);
   EXPECT_EQ(o.pretrained, "");
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kTrain);
+  EXPECT_EQ(o.unfreeze, pets::train::Unfreeze::kNone);
+  EXPECT_EQ(o.backbone_lr_ratio, 0.1);
+  EXPECT_EQ(o.unfreeze_epoch, 0);
+  EXPECT_EQ(pets::train::first_trained_stage(o.unfreeze), 5);  // no stage trains
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kAuto);
   EXPECT_EQ(o.input, pets::train::InputChoice::kAuto);
   EXPECT_EQ(o.resident, pets::train::ResidentChoice::kAuto);
@@ -95,6 +100,12 @@ TEST(TrainOptions, EveryOptionIsRead) {
                                 "m.safetensors",
                                 "--bn-mode",
                                 "eval",
+                                "--unfreeze",
+                                "layer3",
+                                "--backbone-lr-ratio",
+                                "0.5",
+                                "--unfreeze-epoch",
+                                "1",
                                 "--device",
                                 "cpu",
                                 "--input",
@@ -120,6 +131,9 @@ TEST(TrainOptions, EveryOptionIsRead) {
   EXPECT_EQ(o.seed, 18446744073709551615ull);
   EXPECT_EQ(o.pretrained, "m.safetensors");
   EXPECT_EQ(o.bn_mode, pets::train::BnMode::kEval);
+  EXPECT_EQ(o.unfreeze, pets::train::Unfreeze::kLayer3);
+  EXPECT_EQ(o.backbone_lr_ratio, 0.5);
+  EXPECT_EQ(o.unfreeze_epoch, 1);
   EXPECT_EQ(o.device, pets::train::DeviceChoice::kCpu);
   EXPECT_EQ(o.input, pets::train::InputChoice::kDevice);
   EXPECT_EQ(o.resident, pets::train::ResidentChoice::kOn);
@@ -169,6 +183,9 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
                            "--seed",
                            "--pretrained",
                            "--bn-mode",
+                           "--unfreeze",
+                           "--backbone-lr-ratio",
+                           "--unfreeze-epoch",
                            "--device",
                            "--input",
                            "--threads",
@@ -306,7 +323,8 @@ TEST(TrainOptions, RecordedValuesReadBackAsTheSameOptions) {
   EXPECT_EQ(back.resume, pets::train::ResumeMode::kNo);
   EXPECT_EQ(pets::train::run_setting_keys(),
             (std::vector<std::string>{"epochs", "batch-size", "image-size", "max-lr",
-                                      "mixed-precision", "seed", "pretrained", "bn-mode"}));
+                                      "mixed-precision", "seed", "pretrained", "bn-mode",
+                                      "unfreeze", "backbone-lr-ratio", "unfreeze-epoch"}));
   EXPECT_EQ(
       [] {
         try {
@@ -361,6 +379,40 @@ TEST(TrainOptions, BadEnumValues) {
 // takes is the input pipeline's rule (resident_path_refusal), which the run checks once it knows
 // its device, before any data are read (tests/train/run/test_backend.cpp,
 // tests/train/input/test_input_paths.sh).
+// --unfreeze's stages from the last to all of them, and what is refused with it: an unknown
+// stage, a ratio that is not positive, an unfreeze epoch the run never reaches, and a sweep
+// (whose heads share one backbone).
+TEST(TrainOptions, UnfreezeStagesAndTheirRefusals) {
+  using pets::train::Unfreeze;
+  const std::pair<const char*, Unfreeze> stages[] = {
+      {"none", Unfreeze::kNone},     {"layer4", Unfreeze::kLayer4}, {"layer3", Unfreeze::kLayer3},
+      {"layer2", Unfreeze::kLayer2}, {"layer1", Unfreeze::kLayer1}, {"all", Unfreeze::kAll}};
+  int first = 5;
+  for (const auto& [text, value] : stages) {
+    const TrainOptions o = parse({"--data", "d", "--unfreeze", text}).options;
+    EXPECT_EQ(o.unfreeze, value) << text;
+    EXPECT_EQ(pets::train::to_string(o.unfreeze), text);
+    EXPECT_EQ(pets::train::first_trained_stage(o.unfreeze), first--) << text;
+  }
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--unfreeze", "layer5"}),
+                  "--unfreeze must be one of");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--unfreeze", "stem"}), "'stem'");
+  for (const char* ratio : {"0", "-0.1", "nan", "inf"})
+    EXPECT_MENTIONS(usage_error({"--data", "d", "--backbone-lr-ratio", ratio}),
+                    "--backbone-lr-ratio must be a positive number");
+  EXPECT_EQ(
+      usage_error({"--data", "d", "--epochs", "3", "--unfreeze", "all", "--unfreeze-epoch", "3"}),
+      "--unfreeze-epoch must be at least 0 and below --epochs (3), got 3");
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--unfreeze-epoch", "-1"}), "--unfreeze-epoch");
+  EXPECT_EQ(parse({"--data", "d", "--epochs", "3", "--unfreeze", "all", "--unfreeze-epoch", "2"})
+                .options.unfreeze_epoch,
+            2);
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--unfreeze", "layer4", "--max-lr", "1e-3,3e-2"}),
+                  "--unfreeze layer4 trains the backbone, which a sweep's heads (--max-lr "
+                  "1e-3,3e-2) share");
+  EXPECT_EQ(parse({"--data", "d", "--max-lr", "1e-3,3e-2"}).options.max_lr.size(), 2u);
+}
+
 TEST(TrainOptions, ResidentAndInputAreParsedEachOnItsOwn) {
   const TrainOptions cpu_on = parse({"--data", "d", "--input", "cpu", "--resident", "on"}).options;
   EXPECT_EQ(cpu_on.input, pets::train::InputChoice::kCpu);

@@ -64,6 +64,14 @@ TEST(RunReport, StartupLineOfAGpuRun) {
   f.resident_bytes = 9604000;
   EXPECT_NE(pets::train::startup_text(f).find(", input device (resident, 9.16 MiB), data "),
             std::string::npos);
+  // A trained backbone (--unfreeze): which stages, at which lr ratio, from which epoch.
+  f.unfreeze = pets::train::Unfreeze::kLayer3;
+  f.backbone_lr_ratio = 0.25;
+  f.unfreeze_epoch = 2;
+  EXPECT_NE(pets::train::startup_text(f).find(
+                ", BN eval, training layer3 (lr x0.25) from epoch 2, input device (resident"),
+            std::string::npos)
+      << pets::train::startup_text(f);
 }
 
 TEST(RunReport, DurationText) {

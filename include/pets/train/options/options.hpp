@@ -17,6 +17,13 @@ namespace pets::train {
 enum class MixedPrecision { kNo, kBf16, kFp16 };
 /// BatchNorm of the frozen backbone: batch statistics (as the tutorial) or running statistics.
 enum class BnMode { kTrain, kEval };
+/// --unfreeze: which of the backbone's stages train besides the head, named by the first of them
+/// (every later stage trains too): none (the tutorial's frozen backbone), layer4, layer3, layer2,
+/// layer1, or all (the stem as well).
+enum class Unfreeze { kNone, kLayer4, kLayer3, kLayer2, kLayer1, kAll };
+/// The first of ResNet-50d's five stages (0 the stem, 1..4 layer1..layer4) that `value` trains;
+/// 5 for none.
+inline int first_trained_stage(Unfreeze value) { return 5 - static_cast<int>(value); }
 /// Where the model runs: CUDA if present, or the named device.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 /// --resume: whether the run continues from a checkpoint in --out.
@@ -54,8 +61,12 @@ struct TrainOptions {
   std::vector<double> max_lr = {3e-2};
   MixedPrecision mixed_precision = MixedPrecision::kNo;  ///< the tutorial's fp16 needs a GPU
   std::uint64_t seed = 42;                               ///< set_seed(seed)
-  std::string pretrained;           ///< safetensors with timm's keys; empty: random init
-  BnMode bn_mode = BnMode::kTrain;  ///< see BnMode
+  std::string pretrained;               ///< safetensors with timm's keys; empty: random init
+  BnMode bn_mode = BnMode::kTrain;      ///< see BnMode
+  Unfreeze unfreeze = Unfreeze::kNone;  ///< see Unfreeze
+  /// The trained backbone's OneCycle peak lr as a fraction of the head's (Adam group of its own).
+  double backbone_lr_ratio = 0.1;
+  int unfreeze_epoch = 0;  ///< epochs of the head alone before --unfreeze's stages train
   DeviceChoice device = DeviceChoice::kAuto;
   InputChoice input = InputChoice::kAuto;           ///< see InputChoice
   ResidentChoice resident = ResidentChoice::kAuto;  ///< see ResidentChoice
@@ -97,7 +108,9 @@ struct ParseResult {
 /// Parses `argv[1..argc)` and, if --config is given, that file; the command line wins over the
 /// file. Options are spelled out: no abbreviation (`--epoch`) is taken for an option. Throws
 /// pets::UsageError naming the option for: an unknown option or config key, a bad or
-/// out-of-range value, a repeated option, a missing --data (unless --help, --write-config or
+/// out-of-range value (--backbone-lr-ratio not positive, --unfreeze-epoch not below --epochs), a
+/// sweep together with --unfreeze, a repeated option, a missing --data (unless --help,
+/// --write-config or
 /// --resume, which takes it from the checkpoint), an unreadable config file or one naming a
 /// folder (a UTF-8 byte-order mark starting the config file is skipped), --resume together with
 /// --overwrite (when training), and a --write-config FILE that must not be written
@@ -154,6 +167,7 @@ std::string max_lr_text(const std::vector<double>& values);
 
 std::string to_string(MixedPrecision value);
 std::string to_string(BnMode value);
+std::string to_string(Unfreeze value);
 std::string to_string(DeviceChoice value);
 std::string to_string(ResumeMode value);
 std::string to_string(InputChoice value);

@@ -21,6 +21,9 @@ struct StartupFacts {
   int threads = 1;             ///< CPU threads per rank
   MixedPrecision precision = MixedPrecision::kNo;
   BnMode bn_mode = BnMode::kTrain;
+  Unfreeze unfreeze = Unfreeze::kNone;  ///< --unfreeze, with the two below
+  int unfreeze_epoch = 0;
+  double backbone_lr_ratio = 0.1;
   bool device_input = false;  ///< crops resized and normalised on the device (--input)
   /// The bytes of the store's images held on the device (--resident); -1: streamed per batch.
   int64_t resident_bytes = -1;
@@ -35,7 +38,8 @@ struct StartupFacts {
 
 /// The start-up line: `pets_train: 2 ranks on 1 host, cpu, 4 threads each, fp32, BN train, input
 /// cpu, data pets.h5 (store 0123...), 5920 train / 1480 eval images, 185 steps/epoch, 5 epochs,
-/// out runs/x`; with the images held on the device, `input device (resident, 1.62 GiB)`.
+/// out runs/x`; with the images held on the device, `input device (resident, 1.62 GiB)`; with
+/// --unfreeze, `BN train, training layer4 (lr x0.1) from epoch 1, input ...`.
 std::string startup_text(const StartupFacts& facts);
 
 /// A duration as the progress line shows it, rounded to the second: `45s`, `3m12s`, `2h05m`.

@@ -9,8 +9,11 @@
 /// every rank r and step k, `step-k-rank-r.safetensors`: `images` [n, 3, H, W] float32 as the
 /// backbone took them, `labels`, the head before and after (`fc.*.before`, `fc.*.after`), the
 /// averaged gradient (`fc.*.grad`), `loss_sum` and `images_total` of the global batch, `lr` and
-/// `beta1`, and every BatchNorm buffer after the step; and `step-k-rank-r.json`, the batch's
-/// image names and crop boxes.
+/// `beta1`, and every BatchNorm buffer after the step; with --unfreeze, also each parameter NAME
+/// trained in that step: `NAME.before`, `NAME.grad` (averaged) and `NAME.after`, and at every
+/// step (before the unfreeze epoch too) the backbone group's `lr_backbone`; and
+/// `step-k-rank-r.json`, the batch's image names and crop boxes. run.json records --unfreeze as
+/// `unfrozen_stages` (0 none, 1 layer4, ... 5 all), `backbone_lr_ratio` and `unfreeze_epoch`.
 
 #include <ATen/core/Tensor.h>
 

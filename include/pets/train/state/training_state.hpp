@@ -68,8 +68,11 @@ struct TrainingState {
   /// Checkpoints of an earlier pets_train kept every rank's buffers here instead, [world_size, n]
   /// float64 (read, never written). Undefined otherwise.
   at::Tensor rank_buffers;
-  /// Per parameter of each head, in head order (fc.weight's, fc.bias's, then the next head's).
+  /// Per parameter of each head, in head order (fc.weight's, fc.bias's, then the next head's),
+  /// then per trained backbone parameter (--unfreeze; TrainStep::backbone_parameters' order).
   std::vector<at::Tensor> adam_exp_avg, adam_exp_avg_sq;
+  /// The trained backbone's Adam update count (0 before --unfreeze-epoch, and without one).
+  int64_t backbone_adam_steps = 0;
   /// A sweep (several --max-lr values): the heads after the first, whose tensors are in `model`
   /// as heads.<k>.weight and heads.<k>.bias (k from 1). Empty for one head.
   std::vector<HeadState> more_heads;

@@ -55,6 +55,10 @@ class BackboneForward {
   /// (BatchNorm folded in) when given, else through `model` in its current mode.
   at::Tensor operator()(model::ResNet50dImpl& model, const model::FoldedBackbone* folded,
                         const at::Tensor& images) const;
+  /// The same features with autograd through the stages from `first_stage` on (the trained
+  /// ones: --unfreeze), the earlier stages without it, all under the run's autocast and through
+  /// LibTorch's differentiable operations (the fused kernels are forward-only), in `model`'s mode.
+  at::Tensor trained(model::ResNet50dImpl& model, const at::Tensor& images, int first_stage) const;
 
  private:
   std::optional<c10::ScalarType> autocast_;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pets/train/step/backbone_forward.hpp"
@@ -73,12 +74,23 @@ struct StepHooks {
   std::function<void(int64_t step, const std::vector<at::Tensor>& grads)> averaged;
 };
 
+/// The backbone's stages that a TrainStep trains besides the head (--unfreeze), once
+/// TrainStep::set_backbone_training turns them on: their parameters are an Adam group of their own
+/// whose OneCycle schedule is head 0's with every lr scaled by `lr_ratio` (PyTorch's OneCycleLR
+/// with max_lr=[lr_ratio * max_lr, max_lr]), stepped with it.
+struct BackboneTraining {
+  int first_stage = 0;    ///< the first trained stage (ResNet50dImpl::kStages' numbering)
+  double lr_ratio = 0.1;  ///< --backbone-lr-ratio
+};
+
 /// How a TrainStep runs, besides the model and the schedule.
 struct StepSettings {
   BackboneForward forward;  ///< the backbone's forward, with the run's autocast
   /// fp16: dynamic loss scaling with these settings; nothing for fp32 and bf16.
   std::optional<GradScalerOptions> loss_scaling;
   StepHooks hooks;  ///< what runs around the numerics (the test switches: step_hooks.hpp)
+  /// --unfreeze other than none: the backbone's stages trained (one head only); else none.
+  std::optional<BackboneTraining> backbone;
 };
 
 /// What one step did to one head: the same on every rank.
@@ -95,6 +107,8 @@ struct StepResult {
   double lr = 0.0;        ///< the first head's lr when the step ran
   bool skipped = false;   ///< fp16: the first head's gradients were inf/NaN, no update
   bool stop = false;      ///< some rank asked to stop
+  /// With StepSettings::backbone, its group's lr when the step ran (before it trains too); else 0.
+  double backbone_lr = 0.0;
   std::vector<HeadStepResult> heads;  ///< every head, in --max-lr order (the first too)
 };
 
@@ -103,6 +117,12 @@ struct StepResult {
 /// was given (the same initialisation) and has its own Adam state, OneCycle schedule and fp16 loss
 /// scaler. A head's features, loss, gradients, sums and updates are computed as a run of that head
 /// alone computes them, so each head trains bitwise as a single run with its max_lr.
+///
+/// With StepSettings::backbone (one head), the backbone's last stages train too once
+/// set_backbone_training turns them on: the frozen stages run without autograd, the trained ones
+/// with it (BackboneForward::trained), and their gradients of the summed loss travel in one fp32
+/// allreduce (4 bytes a parameter, as DDP's) after the head's float64 one, each divided by the
+/// global batch's image count on every rank.
 class TrainStep {
  public:
   /// Trains `model`'s fc (the backbone must be frozen) with Adam and a OneCycle schedule of
@@ -132,6 +152,14 @@ class TrainStep {
 
   /// The number of heads.
   int heads() const { return static_cast<int>(heads_.size()); }
+  /// With StepSettings::backbone: whether the next steps train the backbone's stages too (from
+  /// --unfreeze-epoch on; off before). Sets their parameters' requires_grad. Every rank the same.
+  void set_backbone_training(bool on);
+  /// Whether the steps train the backbone now.
+  bool trains_backbone() const;
+  /// The trained backbone's parameters under their state-dict names (none without
+  /// StepSettings::backbone), in the order their gradients travel.
+  const std::vector<std::pair<std::string, at::Tensor>>& backbone_parameters() const;
   /// Head `head`'s logits of pooled `features` (head 0: the model's fc).
   at::Tensor forward_head(int head, const at::Tensor& features);
   /// Head `head`'s weight and bias (head 0: the model's fc's).
@@ -150,7 +178,9 @@ class TrainStep {
 
   /// Adds what the step trains and keeps to `state`: the heads' parameters (state.model, head 0
   /// under its state-dict names, the others as heads.<k>.weight and .bias), Adam's moments and
-  /// update counts, the schedules' positions, the last lrs and, under fp16, the loss scales.
+  /// update counts, the schedules' positions, the last lrs and, under fp16, the loss scales; with
+  /// a trained backbone its parameters (state.model, state-dict names), its Adam moments (after
+  /// the heads') and update count.
   void save(TrainingState& state) const;
   /// Restores them from `state`, read from `path`; each head's schedule continues where it was
   /// saved, or every one at `schedule_steps` when given (a checkpoint of another rank count).
@@ -160,10 +190,16 @@ class TrainStep {
 
  private:
   struct Head;
+  struct Backbone;
+  /// The trained backbone's gradients of the summed loss, summed over the ranks, then divided by
+  /// `global_n` into the parameters' gradients.
+  void average_backbone_gradients(double global_n);
+
   model::ResNet50dImpl& model_;
   comm::Communicator& comm_;
   StepSettings settings_;
   std::vector<std::unique_ptr<Head>> heads_;
+  std::unique_ptr<Backbone> backbone_;  ///< with StepSettings::backbone
 };
 
 }  // namespace pets::train

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# --unfreeze layer4 --unfreeze-epoch 1 at 2 ranks: 1. epoch 0 trains the head alone, as a frozen
+# run does (the same accuracy line, its traffic the head's); from epoch 1 layer4 trains too (its
+# fp32 gradients counted in bytes_per_step), while every frozen stage's parameters and BatchNorm
+# statistics end bit for bit those of the frozen run, and the checkpoints hold layer4 and its
+# Adam moments. 2. Ctrl-C to mpirun in a long step of epoch 1: the checkpoint of the last step,
+# `--resume` refused with another --unfreeze, then `--resume --out DIR` alone continues to the
+# accuracies and model of the run never stopped, bit for bit. 3. --bn-mode eval with layer4: no
+# folded backbone or cached features (the model trains), the same accuracies as PETS_UNFOLDED.
+# usage: test_unfreeze.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
+# shellcheck source=script_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
+"$synth" --out images --classes 3 --per-class 30 --seed 7 >/dev/null || fatal "pets_synth exit $?"
+run_np 2 "$preprocess" --images images --out pets.h5 >/dev/null || fatal "pets_preprocess exit $?"
+common=(--data pets.h5 --image-size 64 --batch-size 4 --eval-batch-size 8 --max-lr 3e-2 --seed 42
+        --epochs 2)
+unfreeze=(--unfreeze layer4 --unfreeze-epoch 1 --backbone-lr-ratio 0.2)
+
+# tensors FILE: the tensor names of a safetensors file and their element counts, "name count" a
+# line, sorted.
+tensors() {
+  python3 - "$1" <<'PY'
+import json, math, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+for name in sorted(k for k in header if k != "__metadata__"):
+    print(name, math.prod(header[name]["shape"]))
+PY
+}
+
+# same_tensors A B PREFIX...: whether the tensors of safetensors files A and B whose names start
+# with one of the PREFIXes are byte for byte equal (and there is at least one).
+same_tensors() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+def read(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]]
+            for k, v in header.items() if k != "__metadata__"}
+a, b, prefixes = read(sys.argv[1]), read(sys.argv[2]), tuple(sys.argv[3:])
+names = [k for k in a if k.startswith(prefixes)]
+sys.exit(0 if names and all(a[k] == b.get(k) for k in names) else 1)
+PY
+}
+
+metric() { python3 -c "import json, sys; print(' '.join(str(json.loads(l)[sys.argv[2]]) for l in open(sys.argv[1]) if l.strip()))" "$1/metrics.jsonl" "$2"; }
+
+# ---- 1. The head alone, then layer4 too --------------------------------------------------------
+run_np 2 "$train" "${common[@]}" --out frozen >frozen.out 2>frozen.err ||
+  { show frozen.err; fatal "the frozen run: exit $?"; }
+run_np 2 "$train" "${common[@]}" "${unfreeze[@]}" --out never >never.out 2>never.err ||
+  { show never.err; fatal "the layer4 run: exit $?"; }
+check_eq "epoch 0 (the head alone) as the frozen run's" "$(head -n 1 never.out)" "$(head -n 1 frozen.out)"
+layer4=$(tensors never/model.safetensors | awk '$1 ~ /^layer4\./ && $1 !~ /running_|num_batches/ {n += $2} END {print n}')
+head_bytes=$(((2048 * 3 + 3 + 3) * 8))
+check_eq "bytes per step: the head's, then with layer4's fp32 gradients" "$(metric never bytes_per_step)" \
+  "$head_bytes $((head_bytes + 4 * layer4))"
+same_tensors never/model.safetensors frozen/model.safetensors conv1. bn1. layer1. layer2. layer3. ||
+  fail "a frozen stage's parameters or statistics differ from the frozen run's"
+same_tensors never/model.safetensors frozen/model.safetensors layer4. &&
+  fail "layer4 ended as in the frozen run: it did not train"
+mapfile -t ckpts < <(ls never/ckpt-*.safetensors | sort -t- -k2 -n)
+[ "${#ckpts[@]}" -eq 2 ] || fatal "expected 2 checkpoints in never/, found ${#ckpts[@]}"
+n_params=$(tensors never/model.safetensors | awk '$1 ~ /^layer4\./ && $1 !~ /running_|num_batches/' | wc -l)
+check_eq "a checkpoint's Adam moments: fc's 2 and layer4's" \
+  "$(tensors "${ckpts[1]}" | grep -c '^adam\.exp_avg\.')" "$((2 + n_params))"
+check_eq "a checkpoint's layer4 parameters" \
+  "$(tensors "${ckpts[1]}" | awk '$1 ~ /^model\.layer4\./ && $1 !~ /running_|num_batches/' | wc -l)" "$n_params"
+pass "epoch 0 trains the head alone, epoch 1 layer4 too; frozen stages untouched; checkpoints hold layer4"
+
+# ---- 2. Ctrl-C in a long step of epoch 1, resume bit for bit -----------------------------------
+cat >rank.sh <<'EOF'
+#!/usr/bin/env bash
+trap '' TERM INT
+"$@"
+EOF
+chmod +x rank.sh
+steps=$(sed -nE 's/.* ([0-9]+) steps\/epoch,.*/\1/p' never.err | head -n1)
+[ -n "$steps" ] || { show never.err; fatal "no steps per epoch in the start-up line"; }
+k=$((steps / 2))
+pause=$((steps + k))
+PETS_PAUSE_STEP=$pause:60 start_np 2 -x PETS_PAUSE_STEP ./rank.sh "$train" "${common[@]}" \
+  "${unfreeze[@]}" --out run >run.out 2>run.err
+wait_for run.err "^pausing in step $pause " 600 "$np_pid" ||
+  { show run.err; fatal "rank 0 never reached step $pause"; }
+sleep 2
+kill -INT "$np_pid"
+wait_for run.err '^stopped by' 10 "$np_pid" || fail "no stop line within 10 s of Ctrl-C"
+wait "$np_pid"
+check_eq "the latest checkpoint" "$(cat run/latest)" "ckpt-$pause.safetensors"
+expect_usage "--resume with another --unfreeze" "--unfreeze layer4 (given: all)" \
+  run_np 2 "$train" --resume --out run --unfreeze all
+run_np 2 "$train" --resume --out run >run-b.out 2>run-b.err ||
+  { show run-b.err; fatal "--resume --out run exit $?"; }
+grep -q "^resumed from run/ckpt-$pause.safetensors at epoch 1, step $k\$" run-b.err ||
+  { fail "--resume did not continue at epoch 1, step $k"; show run-b.err; }
+check_eq "accuracies after --resume" "$(tail -n 1 never.out)" "$(cat run-b.out)"
+cmp -s run/model.safetensors never/model.safetensors ||
+  fail "the resumed run's model differs from the never-stopped run's"
+pass "Ctrl-C in epoch 1 with layer4 training: --resume continued it bit for bit"
+
+# ---- 3. --bn-mode eval trains layer4 through the unfolded model --------------------------------
+run_np 2 "$train" "${common[@]}" "${unfreeze[@]}" --bn-mode eval --out eval >eval.out 2>eval.err ||
+  { show eval.err; fatal "--bn-mode eval with layer4: exit $?"; }
+PETS_UNFOLDED=1 run_np 2 -x PETS_UNFOLDED "$train" "${common[@]}" "${unfreeze[@]}" --bn-mode eval \
+  --out eval_plain >eval_plain.out 2>eval_plain.err ||
+  { show eval_plain.err; fatal "--bn-mode eval with layer4, PETS_UNFOLDED: exit $?"; }
+check_eq "--bn-mode eval with layer4: accuracies against PETS_UNFOLDED" "$(cat eval.out)" "$(cat eval_plain.out)"
+same_tensors eval/model.safetensors eval_plain/model.safetensors layer4. fc. ||
+  fail "--bn-mode eval with layer4: the model differs from PETS_UNFOLDED's"
+pass "--bn-mode eval with layer4: the same accuracies and model as the unfolded path"
+
+finish
