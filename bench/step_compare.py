@@ -17,6 +17,20 @@ With --images DIR (the image folder the store was made from), each dumped input 
 compared with torchvision's RandomResizedCrop of the same box (F.resized_crop, bilinear, on
 PIL's decode), in grey levels.
 
+A run that trained the backbone too (run.json's `unfrozen_stages`, `backbone_lr_ratio` and
+`unfreeze_epoch`, pets_train's --unfreeze options; absent in older dumps: the head alone) is
+replayed with tutorial_run.py's groups: the trained stages' parameters first, fc's second, and
+OneCycleLR over [ratio * max_lr, max_lr]. In a step where the backbone trains (from the unfreeze
+epoch on), each rank's batch goes through the whole model twice, free running and teacher forced
+(every trained parameter at the rank's dumped value before the step); compared are the loss, every
+trained parameter's averaged gradient (on every rank's copy), the BatchNorm buffers, the backbone
+group's lr, and the values after the step: torch's Adam applied to pets_train's own values and
+gradients (its state kept from those since the first step, a parameter's from its first gradient)
+must give the dumped values, and each step must start from the values the last one ended with.
+The free-running head, loss and backbone are printed but not judged in those steps: a backbone
+weight whose gradient is at rounding level moves by the lr either way, the features move with it,
+and the trajectories part by more than rounding without either being wrong.
+
 Prints one line per step and rank and a last line `first difference: ...` or `agree: ...`;
 exits 1 when something differs beyond tolerance (--json writes the figures).
 
@@ -31,6 +45,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from tutorial_run import UNFREEZE, trained_backbone  # bench/, this script's folder
+
 MEAN = torch.tensor([0.485, 0.456, 0.406])[None, :, None, None]
 STD = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None]
 
@@ -44,6 +60,22 @@ STD = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None]
 # (2e-4).
 TOLERANCE = {"lr": 1e-9, "beta1": 1e-9, "loss": 1e-4, "grad": 1e-3, "free_loss": 1e-3, "head": 5e-3,
              "buffers": 1e-3, "input_grey_levels": 1.001}
+# With the backbone trained too. backbone_grad: each trained backbone parameter's averaged gradient,
+# norm-relative, teacher forced. Float32 backward through up to 50 convolutions and 53 train-mode
+# BatchNorms in another order of operations: a channel whose batch variance is small amplifies
+# rounding by 1/sqrt(var + eps) on the way back, so a few tensors differ much more than the median
+# (timm's resnet50d a few Adam steps from its initialisation, random 112-pixel batches of 8 and 16:
+# float32 against float64 up to 3.6e-3, float32 at one thread against two up to 3.8e-3, the median
+# 1e-6 to 3e-5); pets_train's average over the ranks in float32 adds 1e-7. 2e-2 is 5 times the
+# worst seen. after: torch's Adam on pets_train's own values and gradient against pets_train's
+# values after the step, rounding of the update alone (1e-7 of it). before: a step's values before
+# are the last step's after, bit for bit.
+UNFROZEN_TOLERANCE = {"lr_backbone": 1e-9, "backbone_grad": 2e-2, "after": 1e-5, "before": 0.0}
+# The order in which a step's quantities are judged: the first beyond tolerance is the one named.
+ORDER = ("input_grey_levels", "lr", "lr_backbone", "beta1", "before", "loss", "grad", "backbone_grad",
+         "free_loss", "head", "after", "buffers")
+# Free running, not judged in a step that trains the backbone (the module's docstring says why).
+FREE_RUNNING = ("free_loss", "head")
 
 
 def load(path):
@@ -64,11 +96,46 @@ def tutorial_model(initial):
     return model.train()
 
 
-def accelerate_schedule(optimizer, run):
+def accelerate_schedule(optimizer, run, max_lr):
     """OneCycleLR as the tutorial builds it: its length in one process's batches."""
     return torch.optim.lr_scheduler.OneCycleLR(
-        optimizer=optimizer, max_lr=run["max_lr"], epochs=int(run["epochs"]),
+        optimizer=optimizer, max_lr=max_lr, epochs=int(run["epochs"]),
         steps_per_epoch=math.ceil(int(run["train_images"]) / int(run["batch_size"])))
+
+
+def tutorial_optimizer(groups, run, ratio):
+    """Adam at max_lr/25 and its OneCycleLR as tutorial_run.py builds them. `groups`: [every
+    parameter] with the backbone frozen (one group, the tutorial's); or [the trained backbone's,
+    fc's], peaking at ratio * max_lr and max_lr."""
+    if len(groups) == 1:
+        optimizer = torch.optim.Adam(params=groups[0], lr=run["max_lr"] / 25)
+        return optimizer, accelerate_schedule(optimizer, run, run["max_lr"])
+    optimizer = torch.optim.Adam([{"params": group} for group in groups], lr=run["max_lr"] / 25)
+    return optimizer, accelerate_schedule(optimizer, run, [ratio * run["max_lr"], run["max_lr"]])
+
+
+class ForcedAdam:
+    """torch's Adam and OneCycleLR, in the replay's groups, over copies of the trained parameters
+    that take pets_train's values before each step and its averaged gradient: pets_train's
+    optimiser step checked on its own inputs, free of the rounding the trajectories accumulate. A
+    parameter without a gradient in a step (a stage before the unfreeze epoch) gets no Adam state,
+    as in the run."""
+
+    def __init__(self, backbone, head, run, ratio):
+        self.values = {n: q.detach().clone() for n, q in backbone + head}
+        self.optimizer, self.scheduler = tutorial_optimizer(
+            [[self.values[n] for n, _ in backbone], [self.values[n] for n, _ in head]], run, ratio)
+
+    def step(self, dump, names, processes):
+        """One step from `dump`'s values before and gradients of `names`; their values after."""
+        for n in names:
+            self.values[n].copy_(dump[n + ".before"])
+            self.values[n].grad = dump[n + ".grad"].clone()
+        self.optimizer.step()
+        accelerate_steps(self.scheduler, processes)
+        for value in self.values.values():
+            value.grad = None
+        return {n: self.values[n] for n in names}
 
 
 def relative(a, b):
@@ -81,12 +148,72 @@ def relative(a, b):
     return diff / scale if scale > 0 else (0.0 if diff == 0 else 1.0)
 
 
+def worst(values, key=lambda v: v):
+    """The largest of `values` by `key`, a NaN counting as the largest."""
+    return max(values, key=lambda v: math.inf if math.isnan(key(v)) else key(v))
+
+
 def accelerate_steps(scheduler, processes):
     """AcceleratedScheduler.step() with split_batches=False: num_processes scheduler steps per
     optimiser step, none once _step_count exceeds total_steps."""
     for _ in range(processes):
         if scheduler._step_count <= scheduler.total_steps:
             scheduler.step()
+
+
+def head_pass(model, d, grads, forced):
+    """The head's step on one rank's batch `d`, the backbone frozen: the features once, then the
+    head free running and teacher forced. Adds the gradients of the summed loss to `grads` and
+    `forced` (by name); returns both losses."""
+    images, labels = d["images"], d["labels"]
+    with torch.no_grad():
+        features = model.forward_head(model.forward_features(images), pre_logits=True)
+    # Free running: the Python side's own head.
+    loss = F.cross_entropy(model.fc(features), labels, reduction="sum")
+    model.fc.weight.grad = model.fc.bias.grad = None
+    loss.backward()
+    free_loss = loss.item()
+    grads["fc.weight"] += model.fc.weight.grad.double()
+    grads["fc.bias"] += model.fc.bias.grad.double()
+    # Teacher forced: pets_train's head before this step, so that this step's loss and gradient
+    # are compared free of the rounding the earlier steps accumulated.
+    w = d["fc.weight.before"].clone().requires_grad_()
+    bias = d["fc.bias.before"].clone().requires_grad_()
+    loss = F.cross_entropy(F.linear(features, w, bias), labels, reduction="sum")
+    loss.backward()
+    forced["fc.weight"] += w.grad.double()
+    forced["fc.bias"] += bias.grad.double()
+    return free_loss, loss.item()
+
+
+def model_pass(model, d, params, buffers, grads, forced):
+    """The step of the trained parameters `params` (name, parameter) on one rank's batch `d`: the
+    whole model free running (the replay's own values), then teacher forced (the rank's dumped
+    values before the step), each from the rank's BatchNorm buffers `buffers`; the model keeps
+    the teacher-forced pass's buffers (train-mode BatchNorm reads none: both passes normalise
+    with the batch's statistics). Adds the gradients of the summed loss to `grads` and `forced`
+    (by name); returns both losses."""
+    own = {n: q.detach().clone() for n, q in params}
+    losses = []
+    for target, values in ((grads, None), (forced, d)):
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(buffers[n])
+            if values is not None:
+                for n, q in params:
+                    q.copy_(values[n + ".before"])
+        for _, q in params:
+            q.grad = None
+        loss = F.cross_entropy(model(d["images"]), d["labels"], reduction="sum")
+        loss.backward()
+        losses.append(loss.item())
+        for n, q in params:
+            target[n] += q.grad.double()
+    with torch.no_grad():
+        for n, q in params:
+            q.copy_(own[n])
+            q.grad = None
+    return losses
 
 
 def input_check(images, meta, folder, size):
@@ -115,52 +242,64 @@ def main():
 
     run = json.load(open(os.path.join(a.dir, "run.json")))
     ranks = int(run["ranks"])
-    model = tutorial_model(load(os.path.join(a.dir, "initial.safetensors")))
+    # Dumps from before the backbone could train have none of these: the head alone.
+    stages, ratio = int(run.get("unfrozen_stages", 0)), float(run.get("backbone_lr_ratio", 0.1))
+    unfreeze_epoch = int(run.get("unfreeze_epoch", 0))
+    initial = load(os.path.join(a.dir, "initial.safetensors"))
+    model = tutorial_model(initial)
+    backbone = trained_backbone(model.named_parameters(), stages)
+    head = [("fc.weight", model.fc.weight), ("fc.bias", model.fc.bias)]
     buffer_names = [n for n, _ in model.named_buffers()]
     rank_buffers = [{n: b.clone() for n, b in model.named_buffers()} for _ in range(ranks)]
 
     # The tutorial: Adam at max_lr/25, OneCycleLR over epochs x len(train_dataloader) of one process.
-    optimizer = torch.optim.Adam(params=model.parameters(), lr=run["max_lr"] / 25)
-    scheduler = accelerate_schedule(optimizer, run)
+    if stages:
+        optimizer, scheduler = tutorial_optimizer([[q for _, q in backbone], [q for _, q in head]], run, ratio)
+        forced_adam = ForcedAdam(backbone, head, run, ratio)
+        tolerance = dict(TOLERANCE, **UNFROZEN_TOLERANCE)
+        # Per rank, each trained parameter's value after the last step that trained it.
+        previous = [{n: initial[n] for n, _ in backbone + head} for _ in range(ranks)]
+    else:
+        optimizer, scheduler = tutorial_optimizer([list(model.parameters())], run, ratio)
+        tolerance = TOLERANCE
     torch.set_num_threads(max(1, os.cpu_count() or 1))
 
     first, rows = None, []
     step = 0
     while os.path.exists(os.path.join(a.dir, f"step-{step}-rank-0.safetensors")):
         dumps = [load(os.path.join(a.dir, f"step-{step}-rank-{r}.safetensors")) for r in range(ranks)]
+        # The stages train from the unfreeze epoch on; before it they take no gradient.
+        trained = backbone if stages and step // int(run["steps_per_epoch"]) >= unfreeze_epoch else []
+        for _, q in backbone:
+            q.requires_grad = bool(trained)
+        expected = sorted(n for n, _ in trained)
+        for r, d in enumerate(dumps):
+            found = sorted(k[:-len(".before")] for k in d if k.endswith(".before") and not k.startswith("fc."))
+            if found != expected:
+                some = lambda names: ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")  # noqa: E731
+                missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+                print(f"first difference: step {step}, rank {r} trained {len(found)} backbone parameters, the "
+                      f"replay {len(expected)}" + (f"; not in the dump: {some(missing)}" if missing else "") +
+                      (f"; not trained by the replay: {some(extra)}" if extra else ""))
+                return 1
         row = {"step": step}
         loss_sum = 0.0
-        grads = [torch.zeros_like(model.fc.weight, dtype=torch.float64),
-                 torch.zeros_like(model.fc.bias, dtype=torch.float64)]
+        grads = {n: torch.zeros_like(q, dtype=torch.float64) for n, q in head + trained}
         row["head_before"] = max(relative(model.fc.weight, dumps[0]["fc.weight.before"]),
                                  relative(model.fc.bias, dumps[0]["fc.bias.before"]))
         buffers_diff = 0.0
         worst_input = 0.0
-        forced_loss, forced = 0.0, [torch.zeros_like(grads[0]), torch.zeros_like(grads[1])]
+        forced_loss, forced = 0.0, {n: torch.zeros_like(g) for n, g in grads.items()}
         for r, d in enumerate(dumps):
             with torch.no_grad():
                 for n, b in model.named_buffers():
                     b.copy_(rank_buffers[r][n])
-            images, labels = d["images"], d["labels"]
+            images = d["images"]
             if images.shape[0] > 0:
-                with torch.no_grad():
-                    features = model.forward_head(model.forward_features(images), pre_logits=True)
-                # Free running: the Python side's own head.
-                loss = F.cross_entropy(model.fc(features), labels, reduction="sum")
-                model.fc.weight.grad = model.fc.bias.grad = None
-                loss.backward()
-                loss_sum += loss.item()
-                grads[0] += model.fc.weight.grad.double()
-                grads[1] += model.fc.bias.grad.double()
-                # Teacher forced: pets_train's head before this step, so that this step's loss and
-                # gradient are compared free of the rounding the earlier steps accumulated.
-                w = d["fc.weight.before"].clone().requires_grad_()
-                bias = d["fc.bias.before"].clone().requires_grad_()
-                loss = F.cross_entropy(F.linear(features, w, bias), labels, reduction="sum")
-                loss.backward()
-                forced_loss += loss.item()
-                forced[0] += w.grad.double()
-                forced[1] += bias.grad.double()
+                free, teacher = (model_pass(model, d, trained + head, rank_buffers[r], grads, forced)
+                                 if trained else head_pass(model, d, grads, forced))
+                loss_sum += free
+                forced_loss += teacher
             rank_buffers[r] = {n: b.clone() for n, b in model.named_buffers()}
             buffers_diff = max(buffers_diff, max(relative(rank_buffers[r][n].double(), d[n].double())
                                                  for n in buffer_names))
@@ -178,21 +317,45 @@ def main():
         total = dumps[0]["images_total"].item()
         dumped_loss = dumps[0]["loss_sum"].item()
         row["loss"] = abs(forced_loss - dumped_loss) / abs(dumped_loss)
-        row["grad"] = max(relative(forced[0] / total, dumps[0]["fc.weight.grad"]),
-                          relative(forced[1] / total, dumps[0]["fc.bias.grad"]))
+        row["grad"] = max(relative(forced["fc.weight"] / total, dumps[0]["fc.weight.grad"]),
+                          relative(forced["fc.bias"] / total, dumps[0]["fc.bias.grad"]))
         row["free_loss"] = abs(loss_sum - dumped_loss) / abs(dumped_loss)
         row["loss_value"] = loss_sum / total
-        model.fc.weight.grad = (grads[0] / total).float()
-        model.fc.bias.grad = (grads[1] / total).float()
-        group = optimizer.param_groups[0]
+        for n, q in head + trained:
+            q.grad = (grads[n] / total).float()
+        group = optimizer.param_groups[-1]  # fc's
         row["lr_value"] = group["lr"]
         row["lr"] = abs(group["lr"] - dumps[0]["lr"].item()) / group["lr"]
         row["beta1"] = abs(group["betas"][0] - dumps[0]["beta1"].item()) / group["betas"][0]
+        text = ""
+        if stages:
+            lr = optimizer.param_groups[0]["lr"]
+            row["lr_backbone_value"] = lr
+            row["lr_backbone"] = worst(abs(lr - d["lr_backbone"].item()) / lr if "lr_backbone" in d else 1.0
+                                       for d in dumps)
+            names = [n for n, _ in trained + head]
+            row["before"] = worst(relative(d[n + ".before"], previous[r][n])
+                                  for r, d in enumerate(dumps) for n in names)
+            after = forced_adam.step(dumps[0], names, ranks)
+            row["after"] = worst(relative(after[n], d[n + ".after"]) for d in dumps for n in names)
+            for r, d in enumerate(dumps):
+                previous[r].update({n: d[n + ".after"] for n in names})
+            text = (f", backbone lr {lr:.6g} (rel diff {row['lr_backbone']:.1e}), before {row['before']:.1e}, "
+                    f"after {row['after']:.1e}")
+            if trained:
+                row["backbone_grad"], row["backbone_grad_worst"] = worst(
+                    ((relative(forced[n] / total, d[n + ".grad"]), n) for n, _ in trained for d in dumps),
+                    key=lambda t: t[0])
+                text += (f", {len(trained)} backbone parameters: grad {row['backbone_grad']:.1e} "
+                         f"({row['backbone_grad_worst']})")
         optimizer.step()
         accelerate_steps(scheduler, ranks)
         optimizer.zero_grad()
         row["head"] = max(relative(model.fc.weight, dumps[0]["fc.weight.after"]),
                           relative(model.fc.bias, dumps[0]["fc.bias.after"]))
+        if trained:
+            row["free_backbone"] = worst(relative(q, dumps[0][n + ".after"]) for n, q in trained)
+            text += f", free running {row['free_backbone']:.1e} (not judged, nor the head)"
         row["buffers"] = buffers_diff
         if a.images:
             row["input_grey_levels"] = worst_input
@@ -200,19 +363,21 @@ def main():
         print(f"step {step}: loss {row['loss_value']:.5f} (rel diff {row['loss']:.1e}; free running "
               f"{row['free_loss']:.1e}), lr {row['lr_value']:.6g} (rel diff {row['lr']:.1e}), "
               f"grad {row['grad']:.1e}, head {row['head']:.1e}, BN buffers {row['buffers']:.1e}" +
-              (f", inputs {worst_input:.2f} grey levels" if a.images else ""))
-        for key in ("input_grey_levels", "lr", "beta1", "loss", "grad", "free_loss", "head", "buffers"):
-            if first is None and key in row and not row[key] <= TOLERANCE[key]:
+              (f", inputs {worst_input:.2f} grey levels" if a.images else "") + text)
+        for key in ORDER:
+            judged = key in row and not (trained and key in FREE_RUNNING)
+            if first is None and judged and not row[key] <= tolerance[key]:
                 first = (step, key, row[key])
         step += 1
     if step == 0:
         p.error(a.dir + ": no step-0-rank-0.safetensors")
-    verdict = (f"first difference: step {first[0]}, {first[1]} {first[2]:.3g} (tolerance {TOLERANCE[first[1]]:g})"
-               if first else f"agree: {step} steps at {ranks} ranks within tolerance")
+    trained_text = f", {UNFREEZE[stages]} on from epoch {unfreeze_epoch}" if stages else ""
+    verdict = (f"first difference: step {first[0]}, {first[1]} {first[2]:.3g} (tolerance {tolerance[first[1]]:g})"
+               if first else f"agree: {step} steps at {ranks} ranks within tolerance{trained_text}")
     print(verdict)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"run": run, "steps": rows, "tolerance": TOLERANCE, "verdict": verdict}, f, indent=1)
+            json.dump({"run": run, "steps": rows, "tolerance": tolerance, "verdict": verdict}, f, indent=1)
     return 1 if first else 0
 
 

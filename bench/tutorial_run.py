@@ -24,9 +24,20 @@ step's over the images of all processes (step_losses). Several processes: under
 usage: bench/tutorial_run.py --images DIR [--epochs 5] [--batch-size 64] [--workers 4]
        [--mixed-precision fp16|bf16|no] [--image-size 224] [--seed 42] [--report FILE]
        [--store FILE] [--initial FILE] [--max-lr 3e-2] [--threads N] [--dump-steps DIR:N]
+       [--unfreeze none|layer4|layer3|layer2|layer1|all] [--backbone-lr-ratio 0.1]
+       [--unfreeze-epoch 0]
 
 --dump-steps DIR:N (with Accelerate, --mixed-precision no and --initial): every process writes its
 first N training steps as pets_train's PETS_DUMP_STEPS does, for bench/step_compare.py.
+
+--unfreeze STAGE trains the backbone from STAGE on as well, as pets_train's option of that name
+does: layer3 trains layer3, layer4 and fc; all trains every parameter, the stem's too (BatchNorm
+weights and biases of a trained stage included). The trained backbone parameters are a second
+Adam group, first, whose OneCycle peak is --backbone-lr-ratio times --max-lr
+(`OneCycleLR(max_lr=[ratio * max_lr, max_lr])`). With --unfreeze-epoch E they take no gradient
+(requires_grad False) before epoch E: Adam gives them state at their first gradient, and their lr
+follows the one schedule of the whole run. --unfreeze none (the default) is the tutorial's frozen
+backbone: one Adam group over every parameter, as before.
 """
 import time
 
@@ -46,6 +57,19 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 from torchvision.transforms import Compose, RandomResizedCrop, Resize, ToTensor  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# --unfreeze's stages; the index is run.json's "unfrozen_stages" (pets_train's numbering).
+UNFREEZE = ("none", "layer4", "layer3", "layer2", "layer1", "all")
+
+
+def trained_backbone(named_parameters, stages):
+    """The (name, parameter) pairs of the backbone that `stages` (an index into UNFREEZE) trains,
+    in the model's order: the last `stages` residual stages, and at 5 (all) every parameter but
+    fc's, the stem's conv1.* and bn1.* included."""
+    layers = ("layer4", "layer3", "layer2", "layer1")[:stages]
+    return [(n, p) for n, p in named_parameters
+            if not n.startswith("fc.") and (stages >= len(UNFREEZE) - 1 or n.split(".")[0] in layers)]
 
 
 def extract_label(fname):
@@ -108,7 +132,15 @@ def main():
     p.add_argument("--max-lr", type=float, default=3e-2)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--dump-steps", default="", metavar="DIR:N")
+    p.add_argument("--unfreeze", default="none", choices=UNFREEZE)
+    p.add_argument("--backbone-lr-ratio", type=float, default=0.1)
+    p.add_argument("--unfreeze-epoch", type=int, default=0)
     a = p.parse_args()
+    if not a.backbone_lr_ratio > 0:
+        p.error(f"--backbone-lr-ratio must be > 0, got {a.backbone_lr_ratio:g}")
+    if a.unfreeze_epoch < 0 or a.unfreeze_epoch >= a.epochs:
+        p.error(f"--unfreeze-epoch must be in [0, --epochs), got {a.unfreeze_epoch} with {a.epochs} epochs")
+    stages = UNFREEZE.index(a.unfreeze)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
 
@@ -129,8 +161,16 @@ def main():
         from accelerate.utils import set_seed
 
         set_seed(a.seed)
+        handlers = []
+        if stages > 0 and a.unfreeze_epoch > 0:
+            from accelerate.utils import DistributedDataParallelKwargs
+
+            # Under DDP (several processes) the stages trained later must be registered when the
+            # model is wrapped, and left out of the reduction (their gradients stay None) while
+            # they take no gradient.
+            handlers.append(DistributedDataParallelKwargs(find_unused_parameters=True))
         accelerator = Accelerator(mixed_precision=a.mixed_precision,
-                                  cpu=not torch.cuda.is_available())
+                                  cpu=not torch.cuda.is_available(), kwargs_handlers=handlers)
         device, runner = accelerator.device, "accelerate"
     except ImportError:
         accelerator, runner = None, "torch"
@@ -172,10 +212,21 @@ def main():
         param.requires_grad = False
     for param in model.fc.parameters():
         param.requires_grad = True
+    # The trained stages' parameters require a gradient while the model is wrapped (DDP registers
+    # only those), and from epoch --unfreeze-epoch on (set at each epoch's start).
+    backbone = [param for _, param in trained_backbone(model.named_parameters(), stages)]
+    for param in backbone:
+        param.requires_grad = True
     mean = torch.tensor([0.485, 0.456, 0.406])[None, :, None, None].to(device)
     std = torch.tensor([0.229, 0.224, 0.225])[None, :, None, None].to(device)
-    optimizer = torch.optim.Adam(params=model.parameters(), lr=a.max_lr / 25)
-    lr_scheduler = OneCycleLR(optimizer=optimizer, max_lr=a.max_lr, epochs=a.epochs, steps_per_epoch=len(train_dl))
+    if stages == 0:
+        optimizer = torch.optim.Adam(params=model.parameters(), lr=a.max_lr / 25)
+        max_lr = a.max_lr
+    else:
+        optimizer = torch.optim.Adam([{"params": backbone}, {"params": list(model.fc.parameters())}],
+                                     lr=a.max_lr / 25)
+        max_lr = [a.backbone_lr_ratio * a.max_lr, a.max_lr]
+    lr_scheduler = OneCycleLR(optimizer=optimizer, max_lr=max_lr, epochs=a.epochs, steps_per_epoch=len(train_dl))
     if accelerator is not None:
         model, optimizer, train_dl, eval_dl, lr_scheduler = accelerator.prepare(
             model, optimizer, train_dl, eval_dl, lr_scheduler)
@@ -193,12 +244,17 @@ def main():
             p.error("--dump-steps needs Accelerate, --mixed-precision no and --initial")
         run = {"ranks": accelerator.num_processes, "batch_size": a.batch_size, "epochs": a.epochs,
                "max_lr": a.max_lr, "seed": a.seed, "train_images": len(train_ds),
-               "steps_per_epoch": len(train_dl), "image_size": a.image_size}
+               "steps_per_epoch": len(train_dl), "image_size": a.image_size,
+               "unfrozen_stages": stages, "backbone_lr_ratio": a.backbone_lr_ratio,
+               "unfreeze_epoch": a.unfreeze_epoch}
         dump = StepDump(a.dump_steps, run, a.initial, accelerator.process_index)
+        named_backbone = trained_backbone(accelerator.unwrap_model(model).named_parameters(), stages)
     step = 0
     epochs = []
     for epoch in range(a.epochs):
         t = time.perf_counter()
+        for param in backbone:
+            param.requires_grad = epoch >= a.unfreeze_epoch
         model.train()
         n_train = 0
         loss_sum = torch.zeros(2, dtype=torch.float64, device=device)  # [loss summed, images]
@@ -209,14 +265,18 @@ def main():
             with autocast:
                 outputs = model(inputs)
             loss = torch.nn.functional.cross_entropy(outputs.float(), label)
-            step_lr = optimizer.param_groups[0]["lr"]
+            step_lr = optimizer.param_groups[-1]["lr"]  # fc's group
             dumping = dump is not None and dump.wants(step)
             if dumping:
                 fc = accelerator.unwrap_model(model).fc
+                trained = [(n, q) for n, q in named_backbone if q.requires_grad]
                 record = {"images": inputs, "labels": label,
                           "fc.weight.before": fc.weight.clone(), "fc.bias.before": fc.bias.clone(),
                           "lr": torch.tensor([step_lr], dtype=torch.float64),
-                          "beta1": torch.tensor([optimizer.param_groups[0]["betas"][0]], dtype=torch.float64)}
+                          "beta1": torch.tensor([optimizer.param_groups[-1]["betas"][0]], dtype=torch.float64)}
+                if stages > 0:
+                    record["lr_backbone"] = torch.tensor([optimizer.param_groups[0]["lr"]], dtype=torch.float64)
+                record.update({n + ".before": q.clone() for n, q in trained})
                 record.update({n: b.clone() for n, b in accelerator.unwrap_model(model).named_buffers()})
                 total = accelerator.reduce(torch.tensor([loss.item() * label.shape[0], label.shape[0]],
                                                         dtype=torch.float64), reduction="sum")
@@ -225,9 +285,11 @@ def main():
                 accelerator.backward(loss)
                 if dumping:
                     record["fc.weight.grad"], record["fc.bias.grad"] = fc.weight.grad.clone(), fc.bias.grad.clone()
+                    record.update({n + ".grad": q.grad.clone() for n, q in trained})
                 optimizer.step()
                 if dumping:
                     record["fc.weight.after"], record["fc.bias.after"] = fc.weight.clone(), fc.bias.clone()
+                    record.update({n + ".after": q.clone() for n, q in trained})
                     dump.write(step, record)
             else:
                 scaler.scale(loss).backward()
