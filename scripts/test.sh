@@ -14,12 +14,12 @@ if [ "${PETS_TEST_TORCH2:-1}" != 0 ]; then
   # backbone), trajectory and loop, layers, the builds themselves, and bench/device_check.sh's CPU
   # half (its bundle installed, packed and run with Debian's copies of the libraries hidden) and
   # manifest.
-  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_backbone_step|train_trajectory|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|train_folded_conv_cuda|layout_|build_|device_check_)}"
+  tests="${PETS_TORCH2_TESTS:-^(model_|train_onecycle|test_comm_mpi|train_step|train_backbone_step|train_unfrozen_step|train_trajectory|train_evaluation|train_batchnorm_sync|train_batchnorm_cuda|train_folded_conv_cuda|layout_|build_|device_check_)}"
   targets=(pets_train pets_preprocess pets_predict pets_synth pets_bench model_safetensors
            model_resnet50d model_parity model_parity_cuda train_onecycle test_comm_mpi train_step
-           train_backbone_step train_trajectory train_evaluation train_batchnorm_sync
-           train_batchnorm_cuda train_folded_conv_cuda train_step_cuda train_device_input device_input_bench
-           pets_device_bundle)
+           train_backbone_step train_unfrozen_step train_trajectory train_evaluation
+           train_batchnorm_sync train_batchnorm_cuda train_folded_conv_cuda train_step_cuda
+           train_device_input device_input_bench pets_device_bundle)
   start=$SECONDS
   torch_prefix=$("$PETS_ROOT/scripts/install_torch.sh")
   build2="$PETS_ROOT/build-torch2"

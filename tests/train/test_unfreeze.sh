@@ -5,8 +5,10 @@
 # statistics end bit for bit those of the frozen run, and the checkpoints hold layer4 and its
 # Adam moments. 2. Ctrl-C to mpirun in a long step of epoch 1: the checkpoint of the last step,
 # `--resume` refused with another --unfreeze, then `--resume --out DIR` alone continues to the
-# accuracies and model of the run never stopped, bit for bit. 3. --bn-mode eval with layer4: no
-# folded backbone or cached features (the model trains), the same accuracies as PETS_UNFOLDED.
+# accuracies and model of the run never stopped, bit for bit. 3. The end-of-epoch-0 checkpoint
+# resumed at 3 ranks: layer4 starts training there (its gradients' bytes in epoch 1). 4. --bn-mode
+# eval with layer4: no folded backbone or cached features (the model trains), the same accuracies
+# and model as PETS_UNFOLDED.
 # usage: test_unfreeze.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
@@ -102,7 +104,18 @@ cmp -s run/model.safetensors never/model.safetensors ||
   fail "the resumed run's model differs from the never-stopped run's"
 pass "Ctrl-C in epoch 1 with layer4 training: --resume continued it bit for bit"
 
-# ---- 3. --bn-mode eval trains layer4 through the unfolded model --------------------------------
+# ---- 3. The end of epoch 0 resumed at 3 ranks ---------------------------------------------------
+mkdir -p ranks_3 && cp "${ckpts[0]}" ranks_3/ && basename "${ckpts[0]}" >ranks_3/latest
+run_np 3 "$train" --resume --out ranks_3 >ranks_3.out 2>ranks_3.err ||
+  { show ranks_3.err; fatal "the end of epoch 0 resumed at 3 ranks: exit $?"; }
+grep -q "written by 2 ranks, this run has 3" ranks_3.err || fail "no notice of the changed rank count"
+check_eq "3 ranks from epoch 1: bytes per step" "$(metric ranks_3 bytes_per_step)" \
+  "$head_bytes $((head_bytes + 4 * layer4))"
+same_tensors ranks_3/model.safetensors frozen/model.safetensors layer4. &&
+  fail "resumed at 3 ranks, layer4 did not train"
+pass "the end of epoch 0 resumed at 3 ranks: layer4 trained from epoch 1"
+
+# ---- 4. --bn-mode eval trains layer4 through the unfolded model --------------------------------
 run_np 2 "$train" "${common[@]}" "${unfreeze[@]}" --bn-mode eval --out eval >eval.out 2>eval.err ||
   { show eval.err; fatal "--bn-mode eval with layer4: exit $?"; }
 PETS_UNFOLDED=1 run_np 2 -x PETS_UNFOLDED "$train" "${common[@]}" "${unfreeze[@]}" --bn-mode eval \
