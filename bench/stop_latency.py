@@ -2,7 +2,7 @@
 """How long a stop takes: signal -> stop checkpoint on disk, -> stop line, -> launcher exit.
 
     bench/stop_latency.py [--tries N] [--batch-size B] [--pause S] [--mpi-preflags "--oversubscribe"]
-                          [--work DIR]
+                          [--work DIR] [--train-args "--unfreeze layer4"]
 
 `mpirun -np 2 pets_train` (Open MPI's default settings) over a synthetic store (3 classes x 30
 images); rank 0 spends --pause (10) s more in global step 23 (PETS_PAUSE_STEP: a step in flight far longer
@@ -72,7 +72,7 @@ def one_try(args, build, work, way, index):
     cmd = (["mpirun", "-np", "2"] + args.mpi_preflags.split() + ["-x", "PETS_PAUSE_STEP",
            os.path.join(build, "pets_train"), "--data", os.path.join(work, "pets.h5"),
            "--batch-size", str(args.batch_size), "--eval-batch-size", "8", "--epochs", "30",
-           "--seed", "42", "--out", out])
+           "--seed", "42", "--out", out] + args.train_args.split())
     with open(err_path, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                 start_new_session=True)
@@ -112,6 +112,8 @@ def main():
     p.add_argument("--pause", type=float, default=10.0,
                    help="seconds rank 0 spends more in step 23 (> mpirun's 2 s to a kill)")
     p.add_argument("--work", default=None)
+    p.add_argument("--train-args", default="",
+                   help="more pets_train options (--unfreeze layer4: a 180 MB checkpoint)")
     args = p.parse_args()
     build = os.environ.get("PETS_BUILD", os.path.join(HERE, "..", "build"))
     work = args.work or os.path.join(build, "bench-stop")

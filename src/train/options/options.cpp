@@ -185,6 +185,11 @@ std::vector<Entry> entries(const TrainOptions& o) {
            "also keep the model of the best epoch (highest accuracy, the first of equals) as "
            "best.safetensors in --out, written when an epoch becomes the best",
            o.keep_best),
+      valued("keep-checkpoints",
+             "the newest checkpoints kept in --out besides the best epoch's (older ones are "
+             "removed as newer ones are written); 0: every one while the backbone is frozen "
+             "(about 1 MB each), the newest 3 with --unfreeze (180 to 280 MB each)",
+             o.keep_checkpoints, "N"),
   };
   // --resume's help names the fixed settings, from their marks above.
   std::string names;
@@ -305,6 +310,10 @@ TrainOptions to_options(const po::variables_map& vm) {
   o.resume = parse_resume(vm["resume"].as<std::string>());
   o.overwrite = vm["overwrite"].as<bool>();
   o.keep_best = vm["keep-best"].as<bool>();
+  o.keep_checkpoints = vm["keep-checkpoints"].as<int>();
+  if (o.keep_checkpoints < 0)
+    usage("--keep-checkpoints must be 0 (automatic) or positive, got " +
+          std::to_string(o.keep_checkpoints));
   if (vm.count("config")) o.config = vm["config"].as<std::string>();
   if (vm.count("write-config")) o.write_config = vm["write-config"].as<std::string>();
   return o;

@@ -11,6 +11,7 @@
 #include "pets/train/options/resume_check.hpp"
 #include "pets/train/run/run_folder.hpp"
 #include "pets/train/state/checkpoint.hpp"
+#include "pets/train/state/checkpoint_retention.hpp"
 #include "pets/train/state/exported_model.hpp"
 #include "pets/train/state/training_state.hpp"
 #include "pets/util/atomic_file.hpp"
@@ -95,7 +96,21 @@ std::string RunSession::save(const TrainingState& state,
     }
   }
   state.commit(options_.out);
+  prune(state);
   return path;
+}
+
+void RunSession::prune(const TrainingState& state) const {
+  const int keep = checkpoints_kept(options_);
+  if (keep == 0) return;
+  std::optional<int64_t> best;
+  if (!state.history.empty()) best = best_epoch(state.history)->epoch;
+  const std::vector<std::string> removed = prune_checkpoints(options_.out, keep, best);
+  if (removed.empty()) return;
+  std::string names;
+  for (const auto& name : removed) names += (names.empty() ? "" : ", ") + name;
+  log_.note("removed " + names + " (--keep-checkpoints " + std::to_string(keep) +
+            ": the newest and the best epoch's are kept)");
 }
 
 void RunSession::remove_stray_shards() const {

@@ -78,6 +78,7 @@ TEST(TrainOptions, DefaultsAreTheTutorials) {
   EXPECT_EQ(o.resume, pets::train::ResumeMode::kNo);
   EXPECT_FALSE(o.overwrite);
   EXPECT_FALSE(o.keep_best);
+  EXPECT_EQ(o.keep_checkpoints, 0);
 }
 
 TEST(TrainOptions, EveryOptionIsRead) {
@@ -157,6 +158,9 @@ TEST(TrainOptions, ResumeAndOverwrite) {
                   "--resume must be yes (also given alone), no or auto, got 'maybe'");
   EXPECT_TRUE(parse({"--data", "d", "--overwrite"}).options.overwrite);
   EXPECT_TRUE(parse({"--data", "d", "--keep-best"}).options.keep_best);
+  EXPECT_EQ(parse({"--data", "d", "--keep-checkpoints", "2"}).options.keep_checkpoints, 2);
+  EXPECT_MENTIONS(usage_error({"--data", "d", "--keep-checkpoints", "-1"}),
+                  "--keep-checkpoints must be 0 (automatic) or positive, got -1");
   for (const char* resume : {"--resume", "--resume=auto"})
     EXPECT_MENTIONS(usage_error({"--data", "d", "--overwrite", resume}),
                     "--overwrite starts a new run and --resume continues one");
@@ -195,6 +199,7 @@ TEST(TrainOptions, HelpListsEveryOptionWithItsDefault) {
                            "--resume",
                            "--overwrite",
                            "--keep-best",
+                           "--keep-checkpoints",
                            "--config",
                            "--write-config",
                            "--help"})

@@ -84,6 +84,10 @@ struct TrainOptions {
   /// an existing FILE (and then not written into it).
   bool overwrite = false;
   bool keep_best = false;    ///< also keep the best epoch's model as `out`/best.safetensors
+  /// The newest complete checkpoints kept in `out`, besides the best epoch's (older ones are
+  /// removed as newer ones are written). 0: every one while the backbone is frozen, 3 when
+  /// --unfreeze trains it (its checkpoints are 180 to 280 MB each).
+  int keep_checkpoints = 0;
   std::string config;        ///< the --config file read, if any (informational)
   std::string write_config;  ///< --write-config target; the program writes it and stops
 };

@@ -57,7 +57,8 @@ class RunSession {
   /// (state.rank_shards), waits for their shards (up to `shard_wait`) before pointing `latest` at
   /// it; returns its path. Another rank writes its shard when the state has one and returns its
   /// path (else writes nothing: empty). Throws pets::Error naming the ranks whose shards did not
-  /// come (`latest` then still names the previous checkpoint).
+  /// come (`latest` then still names the previous checkpoint). Rank 0 then removes the older
+  /// checkpoints that --keep-checkpoints does not keep.
   std::string save(const TrainingState& state,
                    std::chrono::duration<double> shard_wait = std::chrono::seconds(60)) const;
   /// Rank 0, once every rank has read its shard of the checkpoint resumed from: removes the
@@ -93,6 +94,10 @@ class RunSession {
                      const ExportedHead& head, const data::Loader& loader) const;
 
  private:
+  /// Rank 0, once `state`'s checkpoint is the latest: removes the checkpoints --keep-checkpoints
+  /// does not keep (prune_checkpoints; the best epoch from `state`'s history), with a notice.
+  void prune(const TrainingState& state) const;
+
   const TrainOptions& options_;
   const comm::MpiComm& mpi_;
   RankLog& log_;
