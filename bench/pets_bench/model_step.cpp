@@ -195,7 +195,9 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       out["stop_commit_us" + suffix] = time_copy([&] { return state.cloned(); });
       out["stop_commit_other_rank_us" + suffix] = time_copy([&] { return state.shard_part(); });
     }
-    // Rank 0's copy with a trained backbone (--unfreeze): its parameters and Adam moments too.
+    // Rank 0's copy with a trained backbone (--unfreeze): the trainer's (TrainStep::copy_for_stop,
+    // which leaves the backbone's parameters and moments to the stop), and the whole copy it
+    // made before (cloned).
     for (const auto& [name, first_stage] : kUnfrozen) {
       pets::train::StepSettings settings = backend->step_settings();
       settings.backbone = pets::train::BackboneTraining{first_stage, 0.1};
@@ -204,7 +206,10 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
       state.position.step = 1;
       train_step.save(state);
       batchnorm.save(state);
-      out[std::string("stop_commit_us_") + name] = time_copy([&] { return state.cloned(); });
+      out[std::string("stop_commit_us_") + name] =
+          time_copy([&] { return train_step.copy_for_stop(state); });
+      out[std::string("stop_commit_full_copy_us_") + name] =
+          time_copy([&] { return state.cloned(); });
       int64_t bytes = 0;
       for (const auto& [key, t] : state.tensors()) bytes += t.numel() * t.element_size();
       out[std::string("checkpoint_tensor_bytes_") + name] = bytes;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <utility>
@@ -91,11 +92,24 @@ void StopCheckpoint::write_and_report() {
     latest = latest_;
   }
   std::string error;
-  if (latest && latest->state) {
+  while (latest && latest->state) {
     try {
       writer_(*latest->state);
+      break;
+    } catch (const StaleState& e) {
+      // The step after it updated the live tensors; its commit follows at once (the main thread
+      // commits right after the update), and that step is then the last completed one.
+      std::unique_lock<std::mutex> lock(mutex_);
+      const bool newer = changed_.wait_for(lock, std::chrono::seconds(60),
+                                           [&] { return latest_ != latest || quit_; });
+      if (!newer || latest_ == latest) {
+        error = e.what();
+        break;
+      }
+      latest = latest_;
     } catch (const std::exception& e) {
       error = e.what();
+      break;
     }
   }
   write_lock.unlock();
@@ -138,19 +152,11 @@ void StopCheckpoint::write_parts() {
   changed_.notify_all();
 }
 
-bool StopCheckpoint::chosen() const {
-  // A stop that began before the first commit (during the start-up) waits for that commit.
-  return leader_ && began_ && latest_;
-}
-
 void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
                             const std::function<TrainingState()>& make) {
   if (!writer_) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (chosen()) return;
-  }
-  // Built outside the lock: the stop thread meanwhile keeps the previous commit.
+  // Built outside the lock: the stop thread meanwhile keeps the previous commit. The leader keeps
+  // committing after a stop began: its thread takes a later commit when the one it chose is stale.
   auto committed = std::make_shared<Committed>();
   committed->epoch = epoch;
   committed->step = step;
@@ -158,7 +164,6 @@ void StopCheckpoint::commit(std::int64_t epoch, std::int64_t step,
   bool write_now = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (chosen()) return;
     previous_ = latest_;
     latest_ = committed;
     write_now = !leader_ && began_;
@@ -182,7 +187,6 @@ void StopCheckpoint::commit_on_disk(std::int64_t epoch, std::int64_t step) {
   committed->step = step;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (chosen()) return;
     previous_ = latest_;
     latest_ = std::move(committed);
   }

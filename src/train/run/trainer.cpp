@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <limits>
+#include <optional>
 
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/mpi_comm.hpp"
@@ -16,6 +17,7 @@
 #include "pets/train/run/stop_checkpoint.hpp"
 #include "pets/train/run/stop_signal.hpp"
 #include "pets/train/state/training_state.hpp"
+#include "pets/train/step/train_step.hpp"
 #include "pets/train/step/verify_ranks.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/log.hpp"
@@ -183,9 +185,11 @@ TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& posi
       TrainingState::at(parts_->data->shape(options_, mpi_.size()), epoch, position, history_);
   parts_->step->save(state);
   parts_->batchnorm->save(state);
-  // Training goes on changing the tensors in place: the state is copied. Another rank writes only
-  // its BatchNorm statistics (its shard), so it copies only those.
-  return mpi_.rank() == 0 ? state.cloned() : state.shard_part();
+  // Training goes on changing the tensors in place: the state is copied, but for a trained
+  // backbone's parameters and moments, which the stop copies under the step's lock
+  // (stable_state). Another rank writes only its BatchNorm statistics (its shard), so it copies
+  // only those.
+  return mpi_.rank() == 0 ? parts_->step->copy_for_stop(state) : state.shard_part();
 }
 
 bool Trainer::commits_every_step() const {
@@ -200,8 +204,15 @@ TrainResult Trainer::run() {
   session_ = std::make_unique<RunSession>(options_, mpi_, log_);
   // Every rank writes its part of a stop's checkpoint: rank 0 the checkpoint, another rank its
   // BatchNorm statistics where they differ per rank (commits_every_step).
+  // A commit refers to a trained backbone's live tensors: they are copied here, unless the next
+  // step has already changed them (that step's commit is then written).
   stop_checkpoint_ = std::make_unique<StopCheckpoint>(
-      [this](const TrainingState& s) { return session_->save(s); }, options_.out, mpi_.rank() == 0);
+      [this](const TrainingState& s) {
+        std::optional<TrainingState> stable = parts_ ? parts_->step->stable_copy(s) : s;
+        if (!stable) throw StaleState("the trained backbone changed after the step chosen");
+        return session_->save(*stable);
+      },
+      options_.out, mpi_.rank() == 0);
   parts_ = std::make_unique<RunParts>(options_, mpi_, switches_, *session_, board_, log_);
   const ResumePoint& from = parts_->start;
   history_ = from.history;

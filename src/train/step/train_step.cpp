@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <unordered_set>
+
 #include "pets/comm/communicator.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
@@ -263,8 +265,10 @@ StepResult TrainStep::run(data::Batch& batch, const std::function<bool()>& stop_
     if (k == 0 && backbone_) {
       result.backbone_lr = backbone_->schedule.lr();  // also before it trains, as PyTorch's group
       if (!r.skipped) {
-        if (backbone_on)
+        if (backbone_on) {
+          const std::lock_guard<std::mutex> lock(update_mutex_);
           backbone_->adam->step(backbone_->schedule.lr(), backbone_->schedule.beta1());
+        }
         backbone_->schedule.step();
       }
     }
@@ -313,6 +317,47 @@ void TrainStep::save(TrainingState& state) const {
     for (const auto& v : backbone_->adam->exp_avg_sq()) state.adam_exp_avg_sq.push_back(v);
     state.backbone_adam_steps = backbone_->adam->steps();
   }
+}
+
+namespace {
+
+/// Whether `t` holds one of `live`'s storages.
+bool is_live(const at::Tensor& t, const std::unordered_set<const void*>& live) {
+  return t.defined() && live.count(t.storage().unsafeGetStorageImpl()) != 0;
+}
+
+}  // namespace
+
+TrainingState TrainStep::copy_for_stop(const TrainingState& state) const {
+  std::unordered_set<const void*> live;
+  if (backbone_) {
+    for (const auto& [name, p] : backbone_->parameters) live.insert(p.storage().unsafeGetStorageImpl());
+    for (const auto& m : backbone_->adam->exp_avg()) live.insert(m.storage().unsafeGetStorageImpl());
+    for (const auto& v : backbone_->adam->exp_avg_sq()) live.insert(v.storage().unsafeGetStorageImpl());
+  }
+  const auto copy = [&](at::Tensor& t) {
+    if (t.defined() && !is_live(t, live)) t = t.detach().clone();
+  };
+  TrainingState s = state;
+  for (auto& [name, t] : s.model) copy(t);
+  copy(s.rank_buffers);
+  for (auto& t : s.adam_exp_avg) copy(t);
+  for (auto& t : s.adam_exp_avg_sq) copy(t);
+  return s;
+}
+
+std::optional<TrainingState> TrainStep::stable_copy(const TrainingState& state) const {
+  if (!backbone_) return state;
+  std::unordered_set<const void*> live;
+  for (const auto& [name, p] : backbone_->parameters) live.insert(p.storage().unsafeGetStorageImpl());
+  bool holds_live = false;
+  for (const auto& [name, t] : state.model) holds_live = holds_live || is_live(t, live);
+  if (!holds_live) return state;
+  // On CUDA the clones are queued on the stream run() updates on, behind the update this state
+  // follows and ahead of the next one, which waits for the lock.
+  const std::lock_guard<std::mutex> lock(update_mutex_);
+  if (backbone_->adam->steps() != state.backbone_adam_steps) return std::nullopt;
+  return state.cloned();
 }
 
 void TrainStep::restore(const TrainingState& state, std::optional<int64_t> schedule_steps,

@@ -89,6 +89,36 @@ TEST_F(StopCheckpointTest, ASignalWritesTheLastCommitAtOnce) {
   EXPECT_TRUE(stop.close());  // the run ends as stopped
 }
 
+// A commit whose live tensors moved on (a trained backbone updated by the step after it, not yet
+// committed): the writer says so, and the leader writes the next commit, which the main thread
+// makes at once after the update; the stop line names that step.
+TEST_F(StopCheckpointTest, AStaleCommitIsFollowedByTheNext) {
+  Written written;
+  std::atomic<int> tries{0};
+  StopCheckpoint stop(
+      [&](const TrainingState& s) {
+        ++tries;
+        if (s.position.step == 2) throw pets::train::StaleState("moved on");
+        return writer(written)(s);
+      },
+      "out");
+  stop.commit(0, 2, [] { return state(0, 2); });
+  testing::internal::CaptureStderr();
+  std::raise(SIGTERM);
+  const bool tried = within(5.0, [&] { return tries.load() == 1; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(written.count(), 0u);
+  stop.commit(0, 3, [] { return state(5, 3); });  // the step whose update it saw: taken
+  const bool in_time = within(5.0, [&] { return written.count() == 1; });
+  stop.commit(0, 4, [] { return state(6, 4); });  // the step in flight after that: ignored
+  stop.stop();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(tried && in_time) << "the stale commit was not followed by the next within 5 s";
+  EXPECT_EQ(written.epochs, std::vector<int64_t>{5});
+  EXPECT_NE(err.find("stopped by signal 15 at epoch 0, step 3 (SIGTERM)"), std::string::npos)
+      << err;
+}
+
 TEST_F(StopCheckpointTest, AStopAgreedForAnotherRanksSignalWritesTheLastCommit) {
   Written written;
   StopCheckpoint stop(writer(written), "out");

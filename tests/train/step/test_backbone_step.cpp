@@ -2,7 +2,8 @@
 // shares of a global batch updates layer4 and the head as one process holding the whole batch
 // would (autograd's gradient of the mean loss, Adam per group, the backbone's lr scaled); before
 // the unfreeze epoch only the head trains; the backbone's group saves, restores and continues bit
-// for bit.
+// for bit; what a stop keeps after a step refers to the backbone, which it copies only while no
+// later update came.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -242,6 +243,52 @@ TEST_F(BackboneStepTest, SavesRestoresAndContinuesBitForBit) {
   pets::train::TrainingState no_layer4 = state;
   no_layer4.model.resize(2);
   EXPECT_THROW(resumed.restore(no_layer4, std::nullopt, "ckpt"), pets::UsageError);
+}
+
+// What a stop keeps after each step: copy_for_stop clones the head, its moments and the buffers
+// but refers to layer4's parameters and moments; stable_copy clones those too while no update
+// came after, and says the state is stale once the next step has updated them.
+TEST_F(BackboneStepTest, TheStopsCopyLeavesTheBackboneToTheStop) {
+  pets::model::ResNet50d model = make_model();
+  TrainStep step(*model, comm_, schedule(), layer4_settings());
+  step.set_backbone_training(true);
+  pets::data::Batch mine = global_images(mpi_.rank() * 2, 2);
+  step.run(mine, [] { return false; });
+  pets::train::TrainingState state;
+  step.save(state);
+  state.model.emplace_back("layer4.0.bn1.running_mean",
+                           model->named_buffers(true)["layer4.0.bn1.running_mean"]);
+  const pets::train::TrainingState kept = step.copy_for_stop(state);
+  const auto shares = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+  };
+  const std::size_t n = step.backbone_parameters().size();
+  ASSERT_EQ(kept.model.size(), 3 + n);
+  for (std::size_t i = 0; i < kept.model.size(); ++i) {
+    const bool trained = i >= 2 && i < 2 + n;
+    EXPECT_EQ(shares(kept.model[i].second, state.model[i].second), trained) << kept.model[i].first;
+    EXPECT_TRUE(torch::equal(kept.model[i].second, state.model[i].second));
+  }
+  for (std::size_t i = 0; i < kept.adam_exp_avg.size(); ++i) {
+    EXPECT_EQ(shares(kept.adam_exp_avg[i], state.adam_exp_avg[i]), i >= 2);
+    EXPECT_EQ(shares(kept.adam_exp_avg_sq[i], state.adam_exp_avg_sq[i]), i >= 2);
+  }
+  const std::optional<pets::train::TrainingState> stable = step.stable_copy(kept);
+  ASSERT_TRUE(stable.has_value());
+  for (std::size_t i = 0; i < stable->model.size(); ++i) {
+    EXPECT_FALSE(shares(stable->model[i].second, state.model[i].second));
+    EXPECT_TRUE(torch::equal(stable->model[i].second, state.model[i].second));
+  }
+  EXPECT_TRUE(torch::equal(stable->adam_exp_avg.back(), state.adam_exp_avg.back()));
+  const torch::Tensor before = stable->model[2].second.clone();
+  step.run(mine, [] { return false; });  // the next step updates layer4 in place
+  EXPECT_FALSE(torch::equal(kept.model[2].second, before));
+  EXPECT_FALSE(step.stable_copy(kept).has_value());
+  // A state holding none of the backbone's tensors (another rank's shard) is taken as it is.
+  pets::train::TrainingState shard;
+  shard.model.emplace_back("bn", torch::zeros({2}));
+  ASSERT_TRUE(step.stable_copy(shard).has_value());
+  EXPECT_TRUE(shares(step.stable_copy(shard)->model[0].second, shard.model[0].second));
 }
 
 TEST_F(BackboneStepTest, ASweepCannotTrainTheBackbone) {

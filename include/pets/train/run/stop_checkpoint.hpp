@@ -4,19 +4,29 @@
 /// rank as soon as the signal comes, without waiting for the step in flight. Rank 0 (the leader)
 /// writes its last commit: everything but the other ranks' own BatchNorm statistics, which each
 /// rank writes as its shard (docs/design.md, "The stop checkpoint", says why and which steps);
-/// once a stop has begun, rank 0 ignores later commits.
+/// once a stop has begun, rank 0 writes a later commit only when the one it took was stale (a
+/// trained backbone's live tensors moved on: StaleState).
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 namespace pets::train {
 
 struct TrainingState;
+
+/// Thrown by a Writer given a commit whose tensors have moved on since (a trained backbone's,
+/// which commits refer to instead of copying: TrainStep::copy_for_stop): the leader then writes
+/// the next commit, which follows at once.
+class StaleState : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class StopCheckpoint {
  public:
@@ -37,10 +47,11 @@ class StopCheckpoint {
 
   /// After a completed step (or the start, or an end-of-epoch checkpoint): the state at
   /// (epoch, step) that a stop now writes. `make` builds it (its tensors must not change
-  /// afterwards: TrainingState::cloned()); `on_disk`: the checkpoint of that state is already
-  /// written (`make` is not called). On the leader ignored once a stop began, unless it began
-  /// before the first commit (during the start-up): that one is what it writes; on another rank
-  /// written at once once a stop began.
+  /// afterwards, TrainingState::cloned(), or the writer must know when they have: StaleState);
+  /// `on_disk`: the checkpoint of that state is already
+  /// written (`make` is not called). The leader's stop writes the last commit when it begins (or
+  /// the first, when it began during the start-up), a later one only when that one was stale;
+  /// another rank writes each commit at once once a stop began.
   void commit(std::int64_t epoch, std::int64_t step, const std::function<TrainingState()>& make);
   void commit_on_disk(std::int64_t epoch, std::int64_t step);
   /// The end-of-epoch checkpoint of the main thread: written (never while the stop thread
@@ -59,8 +70,6 @@ class StopCheckpoint {
 
  private:
   struct Committed;
-  /// Whether a stop began and has its state: later commits are ignored (under mutex_).
-  bool chosen() const;
   void run();
   /// What a stop writes: the leader's last commit, with the stop line; another rank's last two.
   void write_and_report();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -188,6 +189,17 @@ class TrainStep {
   void restore(const TrainingState& state, std::optional<int64_t> schedule_steps,
                const std::string& path);
 
+  /// `state` (from save()) made to outlast the steps that follow, without copying the trained
+  /// backbone: every tensor is cloned but the backbone's parameters and Adam moments, which stay
+  /// this step's own (what a stop's checkpoint of the last step keeps after every step: the
+  /// head, the BatchNorm statistics, not hundreds of MB). stable_copy() completes it.
+  TrainingState copy_for_stop(const TrainingState& state) const;
+  /// A copy_for_stop() state whose own tensors are cloned too, under the lock run() holds while
+  /// it updates the backbone: the state as it was after its step. Nothing when the backbone has
+  /// been updated since (the next step's state is then the one to take). A state holding none of
+  /// the backbone's tensors is returned as it is.
+  std::optional<TrainingState> stable_copy(const TrainingState& state) const;
+
  private:
   struct Head;
   struct Backbone;
@@ -200,6 +212,9 @@ class TrainStep {
   StepSettings settings_;
   std::vector<std::unique_ptr<Head>> heads_;
   std::unique_ptr<Backbone> backbone_;  ///< with StepSettings::backbone
+  /// Held by run() while it changes the backbone's parameters and moments in place, and by
+  /// stable_copy() while it copies them.
+  mutable std::mutex update_mutex_;
 };
 
 }  // namespace pets::train
