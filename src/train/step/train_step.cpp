@@ -331,9 +331,12 @@ bool is_live(const at::Tensor& t, const std::unordered_set<const void*>& live) {
 TrainingState TrainStep::copy_for_stop(const TrainingState& state) const {
   std::unordered_set<const void*> live;
   if (backbone_) {
-    for (const auto& [name, p] : backbone_->parameters) live.insert(p.storage().unsafeGetStorageImpl());
-    for (const auto& m : backbone_->adam->exp_avg()) live.insert(m.storage().unsafeGetStorageImpl());
-    for (const auto& v : backbone_->adam->exp_avg_sq()) live.insert(v.storage().unsafeGetStorageImpl());
+    for (const auto& [name, p] : backbone_->parameters)
+      live.insert(p.storage().unsafeGetStorageImpl());
+    for (const auto& m : backbone_->adam->exp_avg())
+      live.insert(m.storage().unsafeGetStorageImpl());
+    for (const auto& v : backbone_->adam->exp_avg_sq())
+      live.insert(v.storage().unsafeGetStorageImpl());
   }
   const auto copy = [&](at::Tensor& t) {
     if (t.defined() && !is_live(t, live)) t = t.detach().clone();
@@ -349,7 +352,8 @@ TrainingState TrainStep::copy_for_stop(const TrainingState& state) const {
 std::optional<TrainingState> TrainStep::stable_copy(const TrainingState& state) const {
   if (!backbone_) return state;
   std::unordered_set<const void*> live;
-  for (const auto& [name, p] : backbone_->parameters) live.insert(p.storage().unsafeGetStorageImpl());
+  for (const auto& [name, p] : backbone_->parameters)
+    live.insert(p.storage().unsafeGetStorageImpl());
   bool holds_live = false;
   for (const auto& [name, t] : state.model) holds_live = holds_live || is_live(t, live);
   if (!holds_live) return state;

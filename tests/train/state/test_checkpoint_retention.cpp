@@ -59,7 +59,8 @@ TEST_F(RetentionTest, KeepsTheNewestAndTheBestEpochs) {
   write_epochs(5);
   // ckpt-20 ends epoch 1 (0-based), the best.
   const auto removed = prune_checkpoints(dir_.string(), 2, 1);
-  EXPECT_EQ(removed, (std::vector<std::string>{checkpoint_file_name(30), checkpoint_file_name(10)}));
+  EXPECT_EQ(removed,
+            (std::vector<std::string>{checkpoint_file_name(30), checkpoint_file_name(10)}));
   EXPECT_EQ(names(), checkpoints({50, 40, 20}));
   // A later prune with the best now the newest removes the old best.
   EXPECT_EQ(prune_checkpoints(dir_.string(), 2, 4).size(), 1u);

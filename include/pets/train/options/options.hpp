@@ -83,7 +83,7 @@ struct TrainOptions {
   /// Start afresh in an `out` that holds a run, removing its files; with --write-config: replace
   /// an existing FILE (and then not written into it).
   bool overwrite = false;
-  bool keep_best = false;    ///< also keep the best epoch's model as `out`/best.safetensors
+  bool keep_best = false;  ///< also keep the best epoch's model as `out`/best.safetensors
   /// The newest complete checkpoints kept in `out`, besides the best epoch's (older ones are
   /// removed as newer ones are written). 0: every one while the backbone is frozen, 3 when
   /// --unfreeze trains it (its checkpoints are 180 to 280 MB each).
