@@ -1,22 +1,41 @@
 #!/usr/bin/python3
-"""The frozen-backbone training step of the Python tutorial, in PyTorch on the CPU: the reference
-that bench/README.md compares pets_bench's `model_step` against on the same machine.
+"""The training step of the Python tutorial, in PyTorch on the CPU, with a frozen or a partly trained
+backbone: the reference that bench/README.md compares pets_bench's `model_step` (and `--step-only`)
+against on the same machine.
 
 timm's resnet50d (deep stem, avg-down shortcuts) is written out here because timm is not packaged
-for Debian; the step is the tutorial's: every parameter frozen except `fc`, the model in train
-mode (BatchNorm on batch statistics), channels-last, cross-entropy, backward, no optimiser step
-(pets_bench leaves it out too). Needs Debian's python3-torch (the same LibTorch 1.13 that
-pets_train links). Prints one JSON line per precision.
+for Debian; the step is the tutorial's: the model in train mode (BatchNorm on batch statistics),
+channels-last, cross-entropy, backward, then torch's Adam and OneCycleLR step, as pets_train's step
+(pets::train::TrainStep) runs them. `--unfreeze` trains the backbone's last stages as pets_train's
+option of that name does: `none` only `fc` (the tutorial's frozen backbone), `layer4` layer4 and fc,
+`layer3` layer3, layer4 and fc, ..., `all` every parameter, the stem included; BatchNorm weights and
+biases of a trained stage train. As a user with `requires_grad=False` on the frozen prefix writes
+it: the frozen stages run under `torch.no_grad()` (no activation kept for them), the trained ones
+with autograd. The trained backbone is an Adam parameter group of its own at 0.1 times the head's
+rates (`--backbone-lr-ratio`'s default). Under bf16 the backbone runs in autocast and `fc` on its
+float32 features, as pets_train does. One process is one rank: there is no allreduce (pets_train
+runs its one-rank allreduce; bench/unfreeze_bench.sh times it as a phase of ours).
 
-usage: bench/python_step.py [--threads N] [--batch 64] [--steps 3] [--warmup 1]
+Needs Debian's python3-torch (the same LibTorch 1.13 that pets_train links). Prints one JSON line
+per precision: the mean and each timed step's seconds, images/s, the time of each phase of the step
+(zero_grad, frozen_forward, trained_forward with the head and the loss, backward, optimizer) and
+the process's peak resident memory so far (`maxrss_kib`, getrusage; run one precision per process
+for that precision's own peak).
+
+usage: bench/python_step.py [--threads N] [--batch 64] [--image-size 224] [--steps 3] [--warmup 1]
+       [--unfreeze none|layer4|layer3|layer2|layer1|all] [--precision fp32|bf16|both]
 """
 import argparse
 import json
+import os
+import resource
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+UNFREEZE = ("none", "layer4", "layer3", "layer2", "layer1", "all")
 
 
 class Bottleneck(nn.Module):
@@ -45,6 +64,8 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50d(nn.Module):
+    STAGES = 5  # the stem, layer1 .. layer4
+
     def __init__(self, num_classes=37):
         super().__init__()
         self.conv1 = nn.Sequential(
@@ -63,48 +84,113 @@ class ResNet50d(nn.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = layers
         self.fc = nn.Linear(2048, num_classes)
 
+    def forward_stages(self, x, begin, end):
+        """Stages [begin, end): 0 the stem (with its max pool), 1..4 layer1..layer4."""
+        for stage in range(begin, end):
+            if stage == 0:
+                x = self.maxpool(F.relu(self.bn1(self.conv1(x)), inplace=True))
+            else:
+                x = getattr(self, f"layer{stage}")(x)
+        return x
+
+    @staticmethod
+    def pool(x):
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
     def forward(self, x):
-        x = self.maxpool(F.relu(self.bn1(self.conv1(x)), inplace=True))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.fc(self.pool(self.forward_stages(x, 0, self.STAGES)))
+
+
+def first_trained_stage(unfreeze):
+    """pets_train's numbering: 5 for none (nothing of the backbone trains), 0 for all."""
+    return ResNet50d.STAGES - UNFREEZE.index(unfreeze)
+
+
+def in_trained_stage(name, first):
+    prefixes = ["conv1.", "bn1.", "layer1.", "layer2.", "layer3.", "layer4."]
+    stage_of = {p: (0 if i < 2 else i - 1) for i, p in enumerate(prefixes)}
+    return any(name.startswith(p) and stage_of[p] >= first for p in prefixes)
+
+
+def peak_rss_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--steps", type=int, default=3, help="timed steps")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    p.add_argument("--unfreeze", choices=UNFREEZE, default="none")
+    p.add_argument("--backbone-lr-ratio", type=float, default=0.1)
+    p.add_argument("--max-lr", type=float, default=3e-2)
+    p.add_argument("--precision", choices=("fp32", "bf16", "both"), default="both")
     a = p.parse_args()
-    if a.threads > 0:
-        torch.set_num_threads(a.threads)
+    torch.set_num_threads(a.threads if a.threads > 0 else len(os.sched_getaffinity(0)))
     torch.manual_seed(0)
+    first = first_trained_stage(a.unfreeze)
     model = ResNet50d().to(memory_format=torch.channels_last)
+    backbone = []
     for name, param in model.named_parameters():
-        param.requires_grad = name.startswith("fc.")
+        trained = name.startswith("fc.") or in_trained_stage(name, first)
+        param.requires_grad = trained
+        if trained and not name.startswith("fc."):
+            backbone.append(param)
     model.train()
-    images = torch.randn(a.batch, 3, 224, 224)
+    # NHWC, as pets_train's loader delivers a batch: channels-last already, no copy in the step.
+    images = torch.randn(a.batch, 3, a.image_size, a.image_size).contiguous(
+        memory_format=torch.channels_last)
     labels = torch.randint(0, 37, (a.batch,))
-    for precision in ("fp32", "bf16"):
-        def step():
-            x = images.contiguous(memory_format=torch.channels_last)
+    precisions = ("fp32", "bf16") if a.precision == "both" else (a.precision,)
+    for precision in precisions:
+        groups = [{"params": list(model.fc.parameters()), "lr": a.max_lr / 25}]
+        max_lr = [a.max_lr]
+        if backbone:  # placed first, as the tutorial's two groups
+            groups.insert(0, {"params": backbone, "lr": a.backbone_lr_ratio * a.max_lr / 25})
+            max_lr.insert(0, a.backbone_lr_ratio * a.max_lr)
+        optimizer = torch.optim.Adam(groups)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=max_lr,
+                                                       total_steps=1 << 30)
+        phases = {k: 0.0 for k in ("zero_grad", "frozen_forward", "trained_forward", "backward",
+                                   "optimizer")}
+
+        def step(timed):
+            t0 = time.perf_counter()
+            optimizer.zero_grad()
+            t1 = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                logits = model(x)
-            loss = F.cross_entropy(logits.float(), labels)
+                with torch.no_grad():
+                    x = model.forward_stages(images, 0, first)
+                t2 = time.perf_counter()
+                features = model.pool(model.forward_stages(x, first, ResNet50d.STAGES))
+            loss = F.cross_entropy(model.fc(features.float()), labels)
+            t3 = time.perf_counter()
             loss.backward()
-            model.fc.weight.grad = None
-            model.fc.bias.grad = None
+            t4 = time.perf_counter()
+            optimizer.step()
+            schedule.step()
+            t5 = time.perf_counter()
+            if timed:
+                for k, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                    phases[k] += dt
+            return t5 - t0
+
         for _ in range(a.warmup):
-            step()
-        times = []
-        for _ in range(a.steps):
-            start = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - start)
+            step(False)
+        times = [step(True) for _ in range(a.steps)]
         mean = sum(times) / len(times)
-        print(json.dumps({"precision": precision, "threads": torch.get_num_threads(),
-                          "batch": a.batch, "steps": a.steps, "seconds_per_step": mean,
-                          "images_per_s": a.batch / mean, "torch": torch.__version__}))
+        print(json.dumps({
+            "side": "pytorch", "precision": precision, "unfreeze": a.unfreeze,
+            "threads": torch.get_num_threads(), "batch": a.batch, "image_size": a.image_size,
+            "warmup": a.warmup, "steps": a.steps, "seconds_per_step": mean,
+            "step_seconds": times, "images_per_s": a.batch / mean,
+            "phases_seconds": {k: v / a.steps for k, v in phases.items()},
+            "trained_parameters": sum(q.numel() for q in backbone) + sum(
+                q.numel() for q in model.fc.parameters()),
+            "maxrss_kib": peak_rss_kib(), "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+            "torch": torch.__version__}), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ struct Config {
   int classes = 37;
   std::string bn_mode = "train";
   int warmup = 1;
+  // --step-only PRECISION.UNFREEZE: that one model step alone (model_step_only), e.g. bf16.layer4
+  std::string step_only;
+  bool step_phases = false;  // --step-only: also time the forward alone (frozen stages, whole)
   // loader
   int loader_workers = 1;  // what pets_train gives each rank
   int loader_world = 2;
@@ -100,6 +103,16 @@ json count_flops(pets::model::ResNet50d& model, const Config& c);
 /// GFLOP/s at `step_gflop` per image, one rank of `mpi` (model_step.cpp).
 json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflop, const json& roof,
                 const pets::comm::MpiComm& mpi);
+
+/// --step-only: pets_train's step of one precision and one --unfreeze (`c.step_only`, e.g.
+/// "bf16.layer4") alone in this process, with the allocator as pets_train sets it: images/s, each
+/// timed step, the process's peak resident memory, and where a step's time goes (model_step.cpp).
+json model_step_only(pets::model::ResNet50d& model, const Config& c,
+                     const pets::comm::MpiComm& mpi);
+
+/// Whether `value` names a --step-only configuration (a precision of `c`'s device, a dot and an
+/// --unfreeze value).
+bool known_step_only(const Config& c, const std::string& value);
 
 /// 4. The loader alone on `store`: the CPU path, the device path's staging and its resident
 /// store, each with its worker sweep (loader.cpp).

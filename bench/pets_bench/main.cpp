@@ -71,12 +71,20 @@ po::options_description options_of(Config& c, std::string& loader_sweep, std::st
       "batch", count(c.batch), "model-only step: images per step")(
       "image-size", count(c.image_size), "model-only step: image side")(
       "bn-mode", text(c.bn_mode), "model-only step: train | eval (the folded backbone)")(
-      "roof-batch", count(c.roof_batch), "roofline convolution: batch")(
+      "step-only", text(c.step_only),
+      "PRECISION.UNFREEZE (e.g. bf16.layer4, fp32.none): that model step alone in this process, "
+      "--batch, --image-size, --min-iters and --min-seconds as given; its images/s, each step, "
+      "its phases and the peak resident memory")(
+      "step-phases", po::bool_switch(&c.step_phases),
+      "--step-only: also time the step's forward alone after it (the frozen stages, then the "
+      "whole forward), as many calls as the timed steps")("roof-batch", count(c.roof_batch),
+                                                          "roofline convolution: batch")(
       "roof-channels", count(c.roof_channels), "roofline convolution: channels")(
       "roof-size", count(c.roof_size), "roofline convolution: image side")(
       "min-seconds", po::value<double>(&c.min_seconds)->default_value(c.min_seconds),
       "least seconds of each measurement")("min-iters", count(c.min_iters),
                                            "least calls of each measurement")(
+      "warmup", count(c.warmup), "untimed calls before each timed measurement")(
       "loader-workers", count(c.loader_workers), "loader threads (as pets_train gives a rank)")(
       "loader-world", count(c.loader_world), "ranks the loader's split is shared by")(
       "loader-epochs", count(c.loader_epochs), "loader epochs per measurement")(
@@ -151,6 +159,13 @@ Command parse(int argc, char** argv) {
   if (c.device != "cpu" && c.device != "cuda") usage("--device must be cpu or cuda");
   if (c.device == "cuda" && !torch::cuda::is_available())
     usage("--device cuda: no CUDA device is available to this build");
+  if (!c.step_only.empty() && !known_step_only(c, c.step_only))
+    usage("--step-only: '" + c.step_only +
+          "' is not PRECISION.UNFREEZE (fp32 or bf16, fp16 too on cuda; none, layer4, layer3, "
+          "layer2, layer1 or all)");
+  if (c.step_phases && c.step_only.empty()) usage("--step-phases needs --step-only");
+  if (!c.step_only.empty() && (c.loader_only || c.e2e_only))
+    usage("--step-only excludes --loader-only and --e2e-only");
   if (c.loader_only && c.e2e_only) usage("--loader-only and --e2e-only exclude each other");
   if (c.e2e_only && !c.e2e) usage("--e2e-only and --no-e2e exclude each other");
   for (const auto& name : e2e_run_names(c))
@@ -171,10 +186,15 @@ Command parse(int argc, char** argv) {
     if (value <= 0) usage(std::string(name) + " must be positive, got " + std::to_string(value));
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, int>>{{"--threads", c.threads},
+                                                {"--warmup", c.warmup},
                                                 {"--classes", c.synth_classes},
                                                 {"--train-batch", c.train_batch},
                                                 {"--eval-batch", c.eval_batch}})
     if (value < 0) usage(std::string(name) + " must not be negative, got " + std::to_string(value));
+  if (!c.step_only.empty()) {  // no data and no pets_train run
+    command.config = c;
+    return command;
+  }
   if (c.data.empty() && (c.synth_exe.empty() || c.preprocess_exe.empty()))
     usage("--synth and --preprocess are needed unless --data names a store");
   if (c.e2e && c.train_exe.empty()) usage("--train is needed (or --no-e2e)");

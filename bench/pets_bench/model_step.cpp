@@ -2,6 +2,7 @@
 /// pets_bench section 3: pets_train's training step alone, per precision, as images/s and as a
 /// fraction of the roofline, and what a step adds on several ranks under --bn-mode train.
 
+#include <sys/resource.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "pets/compat/torch.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/train/device/cuda_parts.hpp"
@@ -37,7 +39,172 @@ pets::train::MixedPrecision mixed_precision_of(const std::string& precision) {
   return pets::train::MixedPrecision::kNo;
 }
 
+/// --step-only's value: a precision of `c`'s device and an --unfreeze value, or nothing.
+std::optional<std::pair<std::string, pets::train::Unfreeze>> parse_step_only(
+    const Config& c, const std::string& value) {
+  const auto dot = value.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string precision = value.substr(0, dot);
+  const std::vector<std::string> known = precisions(c);
+  if (std::find(known.begin(), known.end(), precision) == known.end()) return std::nullopt;
+  using pets::train::Unfreeze;
+  for (const Unfreeze u : {Unfreeze::kNone, Unfreeze::kLayer4, Unfreeze::kLayer3, Unfreeze::kLayer2,
+                           Unfreeze::kLayer1, Unfreeze::kAll})
+    if (pets::train::to_string(u) == value.substr(dot + 1)) return std::make_pair(precision, u);
+  return std::nullopt;
+}
+
+/// The process's peak resident memory so far, KiB (getrusage's ru_maxrss; VmHWM).
+long peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 }  // namespace
+
+bool known_step_only(const Config& c, const std::string& value) {
+  return parse_step_only(c, value).has_value();
+}
+
+json model_step_only(pets::model::ResNet50d& model, const Config& c,
+                     const pets::comm::MpiComm& mpi) {
+  const auto parsed = parse_step_only(c, c.step_only);
+  PETS_CHECK(parsed.has_value(), "--step-only: no such configuration: " + c.step_only);
+  const std::string precision = parsed->first;
+  const pets::train::Unfreeze unfreeze = parsed->second;
+  constexpr int kStages = pets::model::ResNet50dImpl::kStages;
+  const int first_stage = pets::train::first_trained_stage(unfreeze);
+  const bool trains_backbone = first_stage < kStages;
+  pets::train::TrainOptions options;
+  options.device = on_cuda(c) ? pets::train::DeviceChoice::kCuda : pets::train::DeviceChoice::kCpu;
+  options.mixed_precision = mixed_precision_of(precision);
+  const c10::Device device = pets::train::pick_device(options.device, mpi.local_rank());
+  model->freeze_backbone();
+  model->to(device);
+  model->to_channels_last();
+  model->set_backbone_training(c.bn_mode == "train");
+  // --bn-mode eval folds a frozen backbone only, as pets_train does.
+  std::optional<pets::model::FoldedBackbone> folded;
+  if (c.bn_mode == "eval" && !trains_backbone) folded.emplace(*model);
+  const auto pixels =
+      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
+  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
+  pets::data::Batch batch;
+  batch.n = c.batch;
+  batch.h = batch.w = c.image_size;
+  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
+  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+
+  const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
+  PETS_CHECK(backend->device() == device, "model step: the backend chose another device");
+  pets::train::OneCycleOptions schedule;
+  schedule.total_steps = int64_t{1} << 40;  // never reached: the steps are timed, not counted
+  pets::train::StepSettings settings = backend->step_settings();
+  if (trains_backbone) settings.backbone = pets::train::BackboneTraining{first_stage, 0.1};
+  // The step's own phases, from its hooks (host clock; on the CPU the work is done when they run):
+  // start -> before_allreduce: zero_grad, the forward, the loss, backward and the gradients'
+  // copy into the allreduce buffers; -> averaged: the allreduce and the averaged gradients put
+  // back; -> the end: Adam and the schedules.
+  Clock::time_point before_allreduce, averaged;
+  settings.hooks.before_allreduce = [&](int64_t) { before_allreduce = Clock::now(); };
+  settings.hooks.averaged = [&](int64_t, const std::vector<at::Tensor>&) {
+    averaged = Clock::now();
+  };
+  const long rss_before_step = peak_rss_kib();
+  pets::train::TrainStep step(*model, backend->device_comm(), schedule, settings);
+  if (trains_backbone) step.set_backbone_training(true);
+  int64_t trained_parameters = model->fc->weight.numel() + model->fc->bias.numel();
+  for (const auto& [name, p] : step.backbone_parameters()) trained_parameters += p.numel();
+
+  bool timing = false;
+  double forward_backward = 0, allreduce = 0, optimizer = 0;
+  const auto call = [&] {
+    const auto start = Clock::now();
+    const pets::train::StepResult r = step.run(
+        batch, [] { return false; }, folded ? &*folded : nullptr, pixels);
+    const auto end = Clock::now();
+    PETS_CHECK(std::isfinite(r.loss_sum), "model step: non-finite loss");
+    if (!timing) return;
+    forward_backward += seconds_between(start, before_allreduce);
+    allreduce += seconds_between(before_allreduce, averaged);
+    optimizer += seconds_between(averaged, end);
+  };
+  for (int i = 0; i < c.warmup; ++i) call();
+  timing = true;
+  const std::vector<double> times = time_calls(call, 0, c.min_iters, c.min_seconds);
+  const long rss_after_steps = peak_rss_kib();
+  const double per_step = mean(times);
+  const auto n = static_cast<double>(times.size());
+  json out = {{"step",
+               "pets::train::TrainStep on make_backend's device, communicator and precision, one "
+               "rank, alone in this process"},
+              {"config", c.step_only},
+              {"precision", precision},
+              {"unfreeze", pets::train::to_string(unfreeze)},
+              {"first_trained_stage", first_stage},
+              {"device", c.device},
+              {"batch", c.batch},
+              {"image_size", c.image_size},
+              {"bn_mode", c.bn_mode},
+              {"folded_batchnorm", folded.has_value()},
+              {"threads", torch::get_num_threads()},
+              {"warmup", c.warmup},
+              {"steps", times.size()},
+              {"seconds_per_step", per_step},
+              {"step_seconds", times},
+              {"images_per_s", c.batch / per_step},
+              {"trained_parameters", trained_parameters},
+              {"maxrss_kib_before_step", rss_before_step},
+              {"maxrss_kib", rss_after_steps}};
+  if (device.is_cuda()) return out;  // the hooks' host clock does not wait for the GPU
+  json phases = {{"forward_backward", forward_backward / n},
+                 {"allreduce", allreduce / n},
+                 {"optimizer", optimizer / n}};
+  // --step-phases: the forward alone, as the step runs it, timed apart from the step after it
+  // (as many calls, no warm-up: the step ran the same shapes): the frozen stages under no_grad,
+  // then the trained ones with autograd (whose graph is dropped here), the pooling, fc and the
+  // summed cross-entropy. Its time subtracted from forward_backward leaves backward, zero_grad
+  // and the gradients' copies.
+  std::optional<c10::ScalarType> autocast;
+  if (precision == "bf16") autocast = torch::kBFloat16;
+  const auto autocast_on = [&] {
+    if (autocast) pets::compat::set_autocast(device.type(), true, *autocast);
+  };
+  const auto autocast_off = [&] {
+    if (autocast) pets::compat::end_autocast(device.type());
+  };
+  const auto frozen_forward = [&] {
+    torch::NoGradGuard no_grad;
+    autocast_on();
+    torch::Tensor x = model->forward_stages(pixels, 0, first_stage);
+    autocast_off();
+    return x;
+  };
+  const auto whole_forward = [&] {
+    const torch::Tensor frozen = frozen_forward();
+    autocast_on();
+    const torch::Tensor features =
+        pets::model::ResNet50dImpl::pool(model->forward_stages(frozen, first_stage, kStages))
+            .to(torch::kFloat32);
+    autocast_off();
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(
+        model->forward_head(features), labels,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    PETS_CHECK(std::isfinite(loss.item<double>()), "model step: non-finite loss");
+  };
+  if (c.step_phases && !folded) {
+    const int calls = static_cast<int>(times.size());
+    phases["frozen_forward_alone"] = mean(time_calls(frozen_forward, 0, calls, 0.0));
+    phases["forward_alone"] = mean(time_calls(whole_forward, 0, calls, 0.0));
+  }
+  out["phases_seconds"] = phases;
+  return out;
+}
 
 /// pets_train's step itself: pets::train::TrainStep on the backend make_backend makes for
 /// `--device` and `--mixed-precision` (its device, its communicator, its autocast and fp16's

@@ -148,7 +148,7 @@ void write_report(const json& r, const std::string& path) {
 }  // namespace
 
 void run_report(const Config& c, int argc, char** argv) {
-  fs::create_directories(c.work);
+  if (c.step_only.empty()) fs::create_directories(c.work);  // --step-only writes only --report
   torch::set_num_threads(c.threads > 0 ? c.threads : pets::affinity_cpu_count());
   torch::manual_seed(0);
   const auto start = Clock::now();
@@ -167,6 +167,27 @@ void run_report(const Config& c, int argc, char** argv) {
             {"device", c.device},
             {"smoke", c.smoke},
             {"load_average_start", {load[0], load[1], load[2]}}};
+
+  if (!c.step_only.empty()) {
+    {
+      int mpi_argc = argc;
+      char** mpi_argv = argv;
+      const pets::comm::MpiEnvironment environment(mpi_argc, mpi_argv);
+      const pets::comm::MpiComm mpi;
+      PETS_CHECK(pets::retain_freed_memory(), "the allocator refused to keep freed memory");
+      pets::model::ResNet50d model(c.classes);
+      r["step_only"] = model_step_only(model, c, mpi);
+    }
+    (void)getloadavg(load, 3);
+    r["load_average_end"] = {load[0], load[1], load[2]};
+    r["bench_seconds"] = seconds_since(start);
+    write_report(r, c.report);
+    const json& s = r["step_only"];
+    row("%-20s %10.2f images/s  %8.3f s/step  peak RSS %8.1f MiB", c.step_only.c_str(),
+        s["images_per_s"].get<double>(), s["seconds_per_step"].get<double>(),
+        s["maxrss_kib"].get<double>() / 1024);
+    return;
+  }
 
   std::string store;
   std::cerr << "pets_bench: data\n";
