@@ -7,6 +7,7 @@
 #include "pets/data/loader.hpp"
 #include "pets/train/input/input_pipeline.hpp"
 #include "pets/train/report/tensorboard.hpp"
+#include "pets/train/run/memory_fit.hpp"
 #include "pets/train/run/run_session.hpp"
 #include "pets/train/run/startup.hpp"
 #include "pets/util/log.hpp"
@@ -43,6 +44,8 @@ RunParts::RunParts(const TrainOptions& options, const comm::MpiComm& mpi,
   data = std::make_unique<RunData>(options, mpi, *backend, threads.threads, log);
   model = make_run_model(options, data->loader->num_classes(), *backend, log);
   data->start_input(*backend, options.input, options.resident);
+  // Before anything of the training is made: a run that does not fit ends here, on every rank.
+  check_memory_fit(options, mpi, *backend, *model, *data->loader, log);
   batchnorm = std::make_unique<BatchNormSync>(*model, mpi, backend->device_comm(),
                                               options.bn_mode == BnMode::kTrain);
   StepSettings settings = backend->step_settings();
