@@ -7,7 +7,7 @@
 #   bench/unfreeze_bench.sh [--smoke] [--repeats N] [--steps N] [--warmup N] [--threads N]
 #                           [--batch B] [--image-size S] [--unfreeze-list "none layer4 all"]
 #                           [--precisions "fp32 bf16"] [--sides "ours pytorch pytorch_retain"]
-#                           [--phases] [--report FILE]
+#                           [--phases] [--resume] [--report FILE]
 #
 # The sides, each one process per configuration and repeat (so that its peak is that
 # configuration's):
@@ -24,10 +24,13 @@
 #                   0, trim_threshold and top_pad as pets::retain_freed_memory sets them).
 # Per repeat, every configuration runs each side once, back to back, the sides' order rotating
 # from one configuration and repeat to the next; each process runs --warmup untimed steps, then
-# --steps timed ones. Defaults: 2 repeats of 1 timed step after 1 warm-up (on 2 cores at 224 px
-# and batch 64 a step takes 1.2-25 s, so a run takes 10-25 minutes); --phases adds ours'
-# forward timed alone (pets_bench --step-phases; the PyTorch side times its phases inline).
-# --smoke: batch 2, 64 px, 1 repeat, none and layer4 in fp32 (CI-sized, a minute).
+# --steps timed ones. Defaults: 2 repeats of 1 timed step after 1 warm-up (at 224 px and batch 64
+# on 2 cores under a load average of 8, a step took 4-84 s and the run about 25 minutes; an idle
+# machine steps 5-6 times faster); --phases adds ours' forward timed alone (pets_bench
+# --step-phases; the PyTorch side times its phases inline).
+# --smoke: batch 2, 64 px, 1 repeat, none and layer4 in fp32 (a minute). --resume keeps
+# the runs an interrupted invocation recorded and runs only the missing ones of the repeats, sides
+# and configurations given (the same sizes are expected).
 #
 # JSON to --report (default bench/results/unfreeze-step-cpu-<date>.json; bench/unfreeze_report.py):
 # per configuration and side images/s (median, min, max over the repeats), peak RSS, the step's
@@ -55,6 +58,7 @@ unfreeze_list="none layer4 all"
 precisions="fp32 bf16"
 sides="ours pytorch pytorch_retain"
 phases=0
+resume=0
 report=""
 python=${PETS_PYTHON:-/usr/bin/python3}
 while [ $# -gt 0 ]; do
@@ -70,6 +74,7 @@ while [ $# -gt 0 ]; do
   --precisions) precisions=${2:?--precisions LIST}; shift 2 ;;
   --sides) sides=${2:?--sides LIST}; shift 2 ;;
   --phases) phases=1; shift ;;
+  --resume) resume=1; shift ;;
   --report) report=${2:?--report FILE}; shift 2 ;;
   -h | --help) usage ;;
   *) echo "error: unfreeze_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -100,17 +105,22 @@ esac
 log() { echo "unfreeze_bench.sh: $*" >&2; }
 
 work=$PETS_BUILD/bench-work/unfreeze
-rm -rf "${work:?}"
-mkdir -p "$work/logs"
 facts=$work/facts.jsonl
-: >"$facts"
+if [ "$resume" = 0 ] || [ ! -f "$facts" ]; then
+  rm -rf "${work:?}"
+  mkdir -p "$work/logs"
+  : >"$facts"
+  uptime >"$work/uptime_start"
+else
+  uptime >>"$work/uptime_resumed"
+fi
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # pets_train's allocator settings (src/util/memory.cpp) as glibc tunables, for pytorch_retain.
 retain_tunables=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647:glibc.malloc.top_pad=67108864
 
-uptime_start=$(uptime)
-log "$uptime_start"
+uptime_start=$(head -n 1 "$work/uptime_start")
+log "$(uptime)"
 read -r -a side_list <<<"$sides"
 failed=0
 order=0
@@ -126,6 +136,17 @@ for repeat in $(seq 1 "$repeats"); do
         side=${side_list[$(((slot + i) % n))]}
         order=$((order + 1))
         name=$work/logs/$repeat-$config-$side
+        if [ "$resume" = 1 ] && python3 - "$facts" "$side" "$precision" "$unfreeze" "$repeat" <<'PY'
+import json, sys
+facts, side, precision, unfreeze, repeat = sys.argv[1:]
+with open(facts) as f:
+    done = [json.loads(line) for line in f if line.strip()]
+sys.exit(0 if any(d["side"] == side and d["precision"] == precision and d["unfreeze"] == unfreeze
+                  and d["repeat"] == int(repeat) and d["rc"] == 0 for d in done) else 1)
+PY
+        then
+          continue
+        fi
         common=(--facts "$facts" --side "$side" --precision "$precision" --unfreeze "$unfreeze"
           --repeat "$repeat" --order "$order" --log "$name.log")
         case $side in
@@ -164,6 +185,7 @@ python3 "$here/bench/unfreeze_report.py" report --facts "$facts" --report "$repo
   --setting "python=$python" --setting "torch=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)" \
   --setting "cpu=$(lscpu | sed -n 's/^Model name: *//p')" --setting "cores=$(nproc)" \
   --setting "uptime_start=$uptime_start" --setting "uptime_end=$uptime_end" \
+  --setting "uptime_resumed=$(paste -sd '|' "$work/uptime_resumed" 2>/dev/null || true)" \
   --setting "retain_tunables=$retain_tunables" || failed=1
 log "report: $report"
 exit "$failed"
