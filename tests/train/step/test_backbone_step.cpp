@@ -147,11 +147,12 @@ TEST_F(BackboneStepTest, UnevenSharesUpdateAsOneProcessWithTheWholeBatch) {
   // The averaged gradients (the step leaves them in .grad) and the values after Adam's update.
   // Adam's first update is lr * g / (|g| + eps) per element: where |g| is near eps (BatchNorm
   // biases that start at 0) it carries the gradient's rounding (1e-4 between the two orders of
-  // summation) into the value, hence 1e-3 there; a wrong group lr would be off by its ratio.
+  // summation) into the value: up to 1.2e-3 there with the torch 2.11 wheel's kernels, hence
+  // 5e-3; a wrong group lr would be off by its ratio (x4 here).
   for (std::size_t i = 0; i < trained.size(); ++i) {
     const torch::Tensor& p = trained[i].second;
     EXPECT_LT(relative(p.grad(), ref_grads[i]), 1e-4) << trained[i].first;
-    EXPECT_LT(relative(p.detach(), ref_trained[i].detach()), 1e-3) << trained[i].first;
+    EXPECT_LT(relative(p.detach(), ref_trained[i].detach()), 5e-3) << trained[i].first;
   }
   EXPECT_TRUE(torch::allclose(model->fc->weight, ref->fc->weight, 1e-5, 1e-7));
   // Every trained parameter moved; every frozen one kept its bits.
