@@ -187,8 +187,8 @@ TrainingState Trainer::state_after_step(int64_t epoch, const EpochPosition& posi
   parts_->batchnorm->save(state);
   // Training goes on changing the tensors in place: the state is copied, but for a trained
   // backbone's parameters and moments, which the stop copies under the step's lock
-  // (stable_state). Another rank writes only its BatchNorm statistics (its shard), so it copies
-  // only those.
+  // (TrainStep::stable_copy). Another rank writes only its BatchNorm statistics (its shard), so it
+  // copies only those.
   return mpi_.rank() == 0 ? parts_->step->copy_for_stop(state) : state.shard_part();
 }
 
