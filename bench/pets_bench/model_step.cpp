@@ -65,6 +65,20 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// A step's random images and labels: NHWC as the loader delivers them, seen as a channels-last
+// NCHW tensor (the trainer's batch_images), which the model takes as it is, no conversion.
+std::pair<torch::Tensor, pets::data::Batch> random_batch(const Config& c, c10::Device device) {
+  auto pixels =
+      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
+  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
+  pets::data::Batch batch;
+  batch.n = c.batch;
+  batch.h = batch.w = c.image_size;
+  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
+  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+  return {pixels, std::move(batch)};
+}
+
 }  // namespace
 
 bool known_step_only(const Config& c, const std::string& value) {
@@ -91,14 +105,7 @@ json model_step_only(pets::model::ResNet50d& model, const Config& c,
   // --bn-mode eval folds a frozen backbone only, as pets_train does.
   std::optional<pets::model::FoldedBackbone> folded;
   if (c.bn_mode == "eval" && !trains_backbone) folded.emplace(*model);
-  const auto pixels =
-      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
-  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
-  pets::data::Batch batch;
-  batch.n = c.batch;
-  batch.h = batch.w = c.image_size;
-  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
-  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+  const auto [pixels, batch] = random_batch(c, device);
 
   const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
   PETS_CHECK(backend->device() == device, "model step: the backend chose another device");
@@ -222,16 +229,7 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   // --bn-mode eval: the folded backbone, as pets_train runs it.
   std::optional<pets::model::FoldedBackbone> folded;
   if (c.bn_mode == "eval") folded.emplace(*model);
-  // NHWC as the loader delivers it, seen as a channels-last NCHW tensor (the trainer's
-  // batch_images): the model takes it as it is, no conversion.
-  const auto pixels =
-      torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
-  PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
-  pets::data::Batch batch;
-  batch.n = c.batch;
-  batch.h = batch.w = c.image_size;
-  const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
-  batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
+  const auto [pixels, batch] = random_batch(c, device);
   json out = {{"step",
                "pets::train::TrainStep on make_backend's device, communicator and "
                "precision, one rank"},

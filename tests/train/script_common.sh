@@ -10,6 +10,15 @@ synth=$1 preprocess=$2 train=$3
 use_mpiexec "$5" "$6" "$7"
 enter_workdir "$4"
 
+# The tensors of safetensors files (tests/lib/safetensors_tensors.py says what each prints):
+# tensors FILE: "name count" a line; same_tensors A B PREFIX...: whether A's tensors named
+# PREFIX... (at least one) are byte for byte B's; differing A B PREFIX: "N M", N of the M
+# parameters named PREFIX (BatchNorm statistics left out) differ.
+safetensors_tensors="$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/safetensors_tensors.py"
+tensors() { python3 "$safetensors_tensors" list "$@"; }
+same_tensors() { python3 "$safetensors_tensors" same "$@"; }
+differing() { python3 "$safetensors_tensors" differing "$@"; }
+
 # wait_for FILE PATTERN SECONDS PID: until FILE has a line matching PATTERN; false if PID ends or
 # time runs out first.
 wait_for() {

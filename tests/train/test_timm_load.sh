@@ -46,23 +46,6 @@ run_np 2 "$train" "${common[@]}" --out frozen >frozen.out 2>frozen.err ||
   { show frozen.err; fatal "the frozen run: exit $?"; }
 
 # ---- layer4 trained ----------------------------------------------------------------------------
-# differing A B PREFIX: "N M": of the M parameters (BatchNorm statistics left out) of safetensors
-# files A and B whose names start with PREFIX, N differ between the two.
-differing() {
-  python3 - "$@" <<'PY'
-import json, struct, sys
-def read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]]
-            for k, v in header.items() if k != "__metadata__"}
-a, b = read(sys.argv[1]), read(sys.argv[2])
-names = [k for k in a if k.startswith(sys.argv[3]) and not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
-print(sum(a[k] != b.get(k) for k in names), len(names))
-PY
-}
 read -r changed layer4 < <(differing run/model.safetensors frozen/model.safetensors layer4.)
 [ "${layer4:-0}" -gt 0 ] || fatal "no layer4 parameters in run/model.safetensors"
 check_eq "layer4 parameters that differ from the frozen run's" "$changed" "$layer4"

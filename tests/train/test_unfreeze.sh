@@ -20,36 +20,6 @@ base=(--data pets.h5 --image-size 64 --batch-size 4 --eval-batch-size 8 --max-lr
 common=("${base[@]}" --epochs 2)
 unfreeze=(--unfreeze layer4 --unfreeze-epoch 1 --backbone-lr-ratio 0.2)
 
-# tensors FILE: the tensor names of a safetensors file and their element counts, "name count" a
-# line, sorted.
-tensors() {
-  python3 - "$1" <<'PY'
-import json, math, struct, sys
-with open(sys.argv[1], "rb") as f:
-    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-for name in sorted(k for k in header if k != "__metadata__"):
-    print(name, math.prod(header[name]["shape"]))
-PY
-}
-
-# same_tensors A B PREFIX...: whether the tensors of safetensors files A and B whose names start
-# with one of the PREFIXes are byte for byte equal (and there is at least one).
-same_tensors() {
-  python3 - "$@" <<'PY'
-import json, struct, sys
-def read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]]
-            for k, v in header.items() if k != "__metadata__"}
-a, b, prefixes = read(sys.argv[1]), read(sys.argv[2]), tuple(sys.argv[3:])
-names = [k for k in a if k.startswith(prefixes)]
-sys.exit(0 if names and all(a[k] == b.get(k) for k in names) else 1)
-PY
-}
-
 metric() { python3 -c "import json, sys; print(' '.join(str(json.loads(l)[sys.argv[2]]) for l in open(sys.argv[1]) if l.strip()))" "$1/metrics.jsonl" "$2"; }
 
 # ---- 1. The head alone, then layer4 too --------------------------------------------------------

@@ -321,23 +321,31 @@ void TrainStep::save(TrainingState& state) const {
 
 namespace {
 
+using Storages = std::unordered_set<const void*>;
+
 /// Whether `t` holds one of `live`'s storages.
-bool is_live(const at::Tensor& t, const std::unordered_set<const void*>& live) {
+bool is_live(const at::Tensor& t, const Storages& live) {
   return t.defined() && live.count(t.storage().unsafeGetStorageImpl()) != 0;
+}
+
+/// The storages of the trained backbone's parameters and, given its `adam`, of their moments:
+/// what the next step updates in place.
+Storages live_storages(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                       const Adam* adam) {
+  Storages live;
+  for (const auto& [name, p] : parameters) live.insert(p.storage().unsafeGetStorageImpl());
+  if (adam) {
+    for (const auto& m : adam->exp_avg()) live.insert(m.storage().unsafeGetStorageImpl());
+    for (const auto& v : adam->exp_avg_sq()) live.insert(v.storage().unsafeGetStorageImpl());
+  }
+  return live;
 }
 
 }  // namespace
 
 TrainingState TrainStep::copy_for_stop(const TrainingState& state) const {
-  std::unordered_set<const void*> live;
-  if (backbone_) {
-    for (const auto& [name, p] : backbone_->parameters)
-      live.insert(p.storage().unsafeGetStorageImpl());
-    for (const auto& m : backbone_->adam->exp_avg())
-      live.insert(m.storage().unsafeGetStorageImpl());
-    for (const auto& v : backbone_->adam->exp_avg_sq())
-      live.insert(v.storage().unsafeGetStorageImpl());
-  }
+  const Storages live =
+      backbone_ ? live_storages(backbone_->parameters, backbone_->adam.get()) : Storages{};
   const auto copy = [&](at::Tensor& t) {
     if (t.defined() && !is_live(t, live)) t = t.detach().clone();
   };
@@ -351,9 +359,7 @@ TrainingState TrainStep::copy_for_stop(const TrainingState& state) const {
 
 std::optional<TrainingState> TrainStep::stable_copy(const TrainingState& state) const {
   if (!backbone_) return state;
-  std::unordered_set<const void*> live;
-  for (const auto& [name, p] : backbone_->parameters)
-    live.insert(p.storage().unsafeGetStorageImpl());
+  const Storages live = live_storages(backbone_->parameters, nullptr);
   bool holds_live = false;
   for (const auto& [name, t] : state.model) holds_live = holds_live || is_live(t, live);
   if (!holds_live) return state;
