@@ -16,6 +16,10 @@ hang costs only that step:
   device_input_bench             the device input's costs
   small_set, train_*,            short pets_train runs on 148 images (fp32, fp16, bf16 twice,
   determinism*                   --deterministic twice): the same accuracies, the same models
+  unfreeze_step_*,               a trained backbone in bf16 (--unfreeze layer4 and all, 224 px,
+  unfreeze_train_layer4          batch 64): our model step and PyTorch's eager one with the node's
+                                 torch (bench/python_step.py), images/s and peak device memory;
+                                 a short pets_train --unfreeze layer4 run on the 148 images
   harness_*                      pets_bench on 7,400 images: roofline, model step, loader, end to
                                  end (5 epochs per run)
   sweep_heads                    a --max-lr sweep of 8 heads against the single head on the same
@@ -43,6 +47,7 @@ import sys
 import tarfile
 import time
 
+from device_report import get
 from device_steps import (Check, check_libraries, die, gtest_figures, python_value, read_json,
                           run_figures, same_runs, status_of, unpack)
 from sweep_report import summarise as sweep_summary
@@ -168,6 +173,8 @@ def run_checks(check, bundle, py):
         for n in ("fp32", "fp16", "bf16", "determinism", "determinism_bitwise"):
             check.part("train_" + n, "skipped: no GPU", 0, {})
 
+    unfreeze_parts(check, b, py, penv, have_gpu, small if small_rc == 0 else None, epochs)
+
     # The harness: roofline, model step (fp32/bf16/fp16), loader, end to end on 7,400 images.
     per_class = int(os.environ.get("PETS_DEVICE_PER_CLASS") or (200 if have_gpu else 4))
     batch = os.environ.get("PETS_DEVICE_BATCH") or "128"
@@ -244,6 +251,64 @@ def run_checks(check, bundle, py):
     rc, secs = check.step("torch_ceilings", 240, [[py, HERE + "/torch_ceilings.py", "--report", out,
                                                    "--budget-s", str(check.left() - 20)] + sizes])
     check.part("torch_ceilings", status_of(rc), secs, read_json(out), check.log("torch_ceilings"))
+
+
+def unfreeze_parts(check, b, py, penv, have_gpu, small, epochs):
+    """A trained backbone in bf16 (--unfreeze layer4 and all): for each, pets_train's step
+    (`pets_bench --step-only bf16.U`, part unfreeze_step_U) and PyTorch's eager step for the same
+    model with the node's torch (bench/python_step.py, part unfreeze_step_U_pytorch), one process
+    each, at 224 px and batch 64 on a GPU: images/s and peak memory (device_report.py's targets
+    divide ours by PyTorch's); then a whole `pets_train --unfreeze layer4` run on the small set
+    (part unfreeze_train_layer4: it must exit 0 with an accuracy for every epoch). About 40 s on a
+    GPU. Without one, the same on the CPU at tiny sizes (batch 2, 64 px, one step; the training
+    run at 64 px), which checks the commands only."""
+    dev = "cuda" if have_gpu else "cpu"
+    # (batch, image side, warm-up steps, timed steps)
+    batch, size, warmup, steps = (64, 224, 5, 30) if have_gpu else (2, 64, 0, 1)
+    passed = "passed" if have_gpu else "passed on the CPU (no GPU: tiny sizes)"
+
+    def status(rc, ok, why):
+        s = status_of(rc)
+        return (passed if ok else "failed: " + why) if s == "passed" else s
+
+    for unfreeze in ("layer4", "all"):
+        name = "unfreeze_step_" + unfreeze
+        out = os.path.join(check.work, name + ".json")
+        rc, secs = check.step(name, 45, [[
+            b + "/bin/pets_bench", "--step-only", "bf16." + unfreeze, "--device", dev, "--batch",
+            str(batch), "--image-size", str(size), "--warmup", str(warmup), "--min-iters", str(steps),
+            "--min-seconds", "0", "--report", out]], penv)
+        figures = read_json(out)
+        check.part(name, status(rc, get(figures, "step_only", "images_per_s"), "no images/s reported"),
+                   secs, figures, check.log(name))
+        name += "_pytorch"
+        out = os.path.join(check.work, name + ".json")
+        rc, secs = check.step(name, 45, [[
+            py, HERE + "/python_step.py", "--device", dev, "--unfreeze", unfreeze, "--precision", "bf16",
+            "--batch", str(batch), "--image-size", str(size), "--warmup", str(warmup), "--steps",
+            str(steps)]], stdout=out)
+        figures = read_json(out)
+        check.part(name, status(rc, get(figures, "images_per_s"), "no images/s reported"), secs, figures,
+                   check.log(name))
+
+    name = "unfreeze_train_layer4"
+    if small is None:
+        check.part(name, "skipped: no small set", 0, {})
+        return
+    run_dir = os.path.join(small, "run_" + name)
+    args = ["--device", dev, "--mixed-precision", "bf16", "--unfreeze", "layer4"]
+    if not have_gpu:
+        args += ["--image-size", "64"]
+    rc, secs = check.step(name, 120, [[
+        "mpirun", "--bind-to", "none", "-np", "1", b + "/bin/pets_train", "--data", small + "/pets.h5",
+        "--epochs", str(epochs), "--batch-size", "16", "--eval-batch-size", "32", "--seed", "7",
+        "--out", run_dir] + args], penv)
+    figures = run_figures(run_dir)
+    # metrics.jsonl's accuracy of each epoch: a fraction of the evaluation images.
+    measured = sum(isinstance(a, (int, float)) and 0 <= a <= 1 for a in figures["accuracy"])
+    check.part(name, status(rc, measured == epochs == figures["epochs"],
+                            "%d of %d epochs with an accuracy in metrics.jsonl" % (measured, epochs)),
+               secs, figures, check.log(name))
 
 
 def sweep_heads(check, store, b, libs, have_gpu):

@@ -21,6 +21,10 @@ each: name, status, seconds, figures, log tail), with the GPU targets read from 
   warm_up_*      the first epoch over the later ones with the warm-up forward before it (np1_bf16)
                  and without (PETS_NO_WARM_UP=1), and the two runs' seconds outside their epochs
                  (start-up, checkpoints, the end)
+  unfreeze_*     a trained backbone in bf16 (--unfreeze layer4 and all, batch 64, 224 px): our step
+                 over PyTorch's eager step for the same model with the node's torch, in images/s
+                 (at least 1.0) and in peak device memory (the caching allocator's, allocated and
+                 reserved); the --unfreeze layer4 training run's images/s per epoch
 
 A target whose figures are missing is absent; `not_measured` says why when there is no GPU.
 
@@ -130,6 +134,7 @@ def targets_of(by):
             outside = get(runs, name, "outside_epochs_seconds")
             if outside is not None:
                 t[key] = outside
+    t.update(unfreeze_targets(by))
     prep = get(by, "harness_data", "figures", "preprocess_seconds")
     train_wall = get(runs, "np1_bf16", "wall_seconds")
     tutorial = get(by, "tutorial_5_epochs", "figures", "wall_seconds")
@@ -139,6 +144,27 @@ def targets_of(by):
             t["tutorial_job_seconds"] = tutorial
             t["whole_job_over_tutorial"] = (prep + train_wall) / tutorial
             t["whole_job_at_most_a_fifth"] = (prep + train_wall) / tutorial <= 0.2
+    return t
+
+
+def unfreeze_targets(by):
+    """Ours over PyTorch per --unfreeze configuration (bf16), each figure where both sides have it."""
+    t = {}
+    for unfreeze in ("layer4", "all"):
+        ours = get(by, "unfreeze_step_" + unfreeze, "figures", "step_only") or {}
+        theirs = get(by, "unfreeze_step_%s_pytorch" % unfreeze, "figures") or {}
+        key = "unfreeze_bf16_" + unfreeze
+        for field, name in (("images_per_s", "images_per_s"),
+                            ("cuda_peak_allocated_bytes", "peak_allocated_bytes"),
+                            ("cuda_peak_reserved_bytes", "peak_reserved_bytes")):
+            if ours.get(field) and theirs.get(field):
+                t["%s_%s" % (key, name)] = {"ours": ours[field], "pytorch": theirs[field]}
+                t["%s_%s_ours_over_pytorch" % (key, name)] = ours[field] / theirs[field]
+        if key + "_images_per_s" in t:
+            t[key + "_at_least_pytorch"] = t[key + "_images_per_s_ours_over_pytorch"] >= 1.0
+    rates = get(by, "unfreeze_train_layer4", "figures", "train_images_per_s")
+    if rates and None not in rates:
+        t["unfreeze_train_layer4_images_per_s_by_epoch"] = rates
     return t
 
 
@@ -159,7 +185,7 @@ def main():
     os.replace(tmp, out)
     print("device_check: report " + out, file=sys.stderr)
     for p in parts:
-        print(f"  {p['name']:<24} {p['status']}", file=sys.stderr)
+        print(f"  {p['name']:<30} {p['status']}", file=sys.stderr)
     for k, v in targets.items():
         print(f"  target {k}: {v}", file=sys.stderr)
     return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The training step of the Python tutorial, in PyTorch on the CPU, with a frozen or a partly trained
-backbone: the reference that bench/README.md compares pets_bench's `model_step` (and `--step-only`)
-against on the same machine.
+"""The training step of the Python tutorial, in PyTorch on the CPU or a CUDA device, with a frozen or
+a partly trained backbone: the reference that bench/README.md compares pets_bench's `model_step`
+(and `--step-only`) against on the same machine.
 
 timm's resnet50d (deep stem, avg-down shortcuts) is written out here because timm is not packaged
 for Debian; the step is the tutorial's: the model in train mode (BatchNorm on batch statistics),
@@ -16,14 +16,20 @@ rates (`--backbone-lr-ratio`'s default). Under bf16 the backbone runs in autocas
 float32 features, as pets_train does. One process is one rank: there is no allreduce (pets_train
 runs its one-rank allreduce; bench/unfreeze_bench.sh times it as a phase of ours).
 
-Needs Debian's python3-torch (the same LibTorch 1.13 that pets_train links). Prints one JSON line
-per precision: the mean and each timed step's seconds, images/s, the time of each phase of the step
-(zero_grad, frozen_forward, trained_forward with the head and the loss, backward, optimizer) and
-the process's peak resident memory so far (`maxrss_kib`, getrusage; run one precision per process
-for that precision's own peak).
+Needs a torch from 1.13 on: on the CPU Debian's python3-torch (the LibTorch 1.13 that pets_train
+links there); with `--device cuda` the torch whose LibTorch pets_train loads (the device check:
+the GPU node's torch 2.11), cuDNN and TF32 left at their defaults as pets_train leaves them, each
+step ending with torch.cuda.synchronize() as ours ends reading its loss. Prints one JSON line per
+precision: the mean and each timed step's seconds, images/s, the process's peak resident memory so
+far (`maxrss_kib`, getrusage; run one precision per process for that precision's own peaks); on
+the CPU the time of each phase of the step (zero_grad, frozen_forward, trained_forward with the
+head and the loss, backward, optimizer), on a CUDA device instead the caching allocator's peaks
+(`cuda_peak_allocated_bytes`, `cuda_peak_reserved_bytes`: torch.cuda.max_memory_allocated and
+max_memory_reserved; the phases would need a wait for the device each).
 
-usage: bench/python_step.py [--threads N] [--batch 64] [--image-size 224] [--steps 3] [--warmup 1]
-       [--unfreeze none|layer4|layer3|layer2|layer1|all] [--precision fp32|bf16|both]
+usage: bench/python_step.py [--device cpu|cuda] [--threads N] [--batch 64] [--image-size 224]
+       [--steps 3] [--warmup 1] [--unfreeze none|layer4|layer3|layer2|layer1|all]
+       [--precision fp32|bf16|both]
 """
 import argparse
 import json
@@ -118,6 +124,7 @@ def peak_rss_kib():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=224)
@@ -128,10 +135,15 @@ def main():
     p.add_argument("--max-lr", type=float, default=3e-2)
     p.add_argument("--precision", choices=("fp32", "bf16", "both"), default="both")
     a = p.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: this torch (%s) sees no CUDA device" % torch.__version__)
+    device = torch.device(a.device)
+    on_cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
     torch.set_num_threads(a.threads if a.threads > 0 else len(os.sched_getaffinity(0)))
     torch.manual_seed(0)
     first = first_trained_stage(a.unfreeze)
-    model = ResNet50d().to(memory_format=torch.channels_last)
+    model = ResNet50d().to(device=device, memory_format=torch.channels_last)
     backbone = []
     for name, param in model.named_parameters():
         trained = name.startswith("fc.") or in_trained_stage(name, first)
@@ -140,9 +152,9 @@ def main():
             backbone.append(param)
     model.train()
     # NHWC, as pets_train's loader delivers a batch: channels-last already, no copy in the step.
-    images = torch.randn(a.batch, 3, a.image_size, a.image_size).contiguous(
+    images = torch.randn(a.batch, 3, a.image_size, a.image_size, device=device).contiguous(
         memory_format=torch.channels_last)
-    labels = torch.randint(0, 37, (a.batch,))
+    labels = torch.randint(0, 37, (a.batch,), device=device)
     precisions = ("fp32", "bf16") if a.precision == "both" else (a.precision,)
     for precision in precisions:
         groups = [{"params": list(model.fc.parameters()), "lr": a.max_lr / 25}]
@@ -160,7 +172,7 @@ def main():
             t0 = time.perf_counter()
             optimizer.zero_grad()
             t1 = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
                 with torch.no_grad():
                     x = model.forward_stages(images, 0, first)
                 t2 = time.perf_counter()
@@ -171,6 +183,7 @@ def main():
             t4 = time.perf_counter()
             optimizer.step()
             schedule.step()
+            sync()
             t5 = time.perf_counter()
             if timed:
                 for k, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
@@ -181,16 +194,22 @@ def main():
             step(False)
         times = [step(True) for _ in range(a.steps)]
         mean = sum(times) / len(times)
-        print(json.dumps({
+        out = {
             "side": "pytorch", "precision": precision, "unfreeze": a.unfreeze,
-            "threads": torch.get_num_threads(), "batch": a.batch, "image_size": a.image_size,
-            "warmup": a.warmup, "steps": a.steps, "seconds_per_step": mean,
-            "step_seconds": times, "images_per_s": a.batch / mean,
-            "phases_seconds": {k: v / a.steps for k, v in phases.items()},
+            "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
+            "image_size": a.image_size, "warmup": a.warmup, "steps": a.steps,
+            "seconds_per_step": mean, "step_seconds": times, "images_per_s": a.batch / mean,
             "trained_parameters": sum(q.numel() for q in backbone) + sum(
                 q.numel() for q in model.fc.parameters()),
             "maxrss_kib": peak_rss_kib(), "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
-            "torch": torch.__version__}), flush=True)
+            "torch": torch.__version__}
+        if on_cuda:
+            out["gpu"] = torch.cuda.get_device_name(device)
+            out["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+            out["cuda_peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+        else:
+            out["phases_seconds"] = {k: v / a.steps for k, v in phases.items()}
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

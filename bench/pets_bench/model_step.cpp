@@ -168,7 +168,15 @@ json model_step_only(pets::model::ResNet50d& model, const Config& c,
               {"trained_parameters", trained_parameters},
               {"maxrss_kib_before_step", rss_before_step},
               {"maxrss_kib", rss_after_steps}};
-  if (device.is_cuda()) return out;  // the hooks' host clock does not wait for the GPU
+  if (device.is_cuda()) {
+    // The device memory the step needs: the caching allocator's peaks (the model, the batch, the
+    // kept activations, the gradients and their allreduce buffer, Adam's moments), as
+    // bench/python_step.py reports PyTorch's on the GPU.
+    const pets::train::MemoryPeaks peaks = pets::train::cuda_parts()->memory_peaks(device.index());
+    out["cuda_peak_allocated_bytes"] = peaks.allocated;
+    out["cuda_peak_reserved_bytes"] = peaks.reserved;
+    return out;  // no phases: the hooks' host clock does not wait for the GPU
+  }
   json phases = {{"forward_backward", forward_backward / n},
                  {"allreduce", allreduce / n},
                  {"optimizer", optimizer / n}};

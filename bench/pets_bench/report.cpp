@@ -186,6 +186,10 @@ void run_report(const Config& c, int argc, char** argv) {
     row("%-20s %10.2f images/s  %8.3f s/step  peak RSS %8.1f MiB", c.step_only.c_str(),
         s["images_per_s"].get<double>(), s["seconds_per_step"].get<double>(),
         s["maxrss_kib"].get<double>() / 1024);
+    if (s.contains("cuda_peak_allocated_bytes"))
+      row("%-20s peak GPU memory %8.1f MiB allocated, %8.1f MiB reserved", "",
+          s["cuda_peak_allocated_bytes"].get<double>() / (1 << 20),
+          s["cuda_peak_reserved_bytes"].get<double>() / (1 << 20));
     return;
   }
 

@@ -4,8 +4,9 @@
 # device part with Debian's Open MPI, PMIx, HDF5 and CUDA folders and the bundled libraries' system
 # copies hidden. Checked: exit 0, the bundle's contents against its device_manifest.json, the
 # report's parts (every manifest step's CPU cases passed and its GPU cases "skipped: no GPU",
-# never "passed"; the CPU harness parts passed), the targets not claimed; then a bundle without
-# libhdf5 must fail (exit 1, `libraries` failed, the programs that read a store failed).
+# never "passed"; the CPU harness and unfreeze_* parts passed), the targets not claimed; then a
+# bundle without libhdf5 must fail (exit 1, `libraries` failed, the programs that read a store
+# failed).
 # Arguments: SOURCE_DIR BUILD_DIR (build-torch2/) WORK_DIR.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
 src="$1" build="$2"
@@ -72,6 +73,11 @@ case "$(status_of "$report" tutorial_5_epochs)" in
   *) fail "tutorial_5_epochs: $(status_of "$report" tutorial_5_epochs)" ;;
 esac
 check_eq sweep_heads "$(status_of "$report" sweep_heads)" "passed on the CPU (no GPU: the GPU runs skipped)"
+# A trained backbone: both steps and the training run, at tiny sizes on the CPU.
+for part in unfreeze_step_layer4 unfreeze_step_layer4_pytorch unfreeze_step_all unfreeze_step_all_pytorch \
+            unfreeze_train_layer4; do
+  check_eq "$part" "$(status_of "$report" "$part")" "passed on the CPU (no GPU: tiny sizes)"
+done
 check_eq harness_end_to_end "$(status_of "$report" harness_end_to_end)" \
   "passed on the CPU (no GPU: the GPU runs skipped)"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["targets"]; sys.exit(0 if list(t) == ["not_measured"] else 1)' \

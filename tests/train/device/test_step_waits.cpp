@@ -6,8 +6,9 @@
 // communicator (NCCL), the images already on the device (the device input path), the BatchNorm
 // statistics that several ranks carry in each step. And the warm-up before the first epoch leaves
 // the model as it was. And a trained layer4 (--unfreeze) takes LibTorch's differentiable path,
-// not the forward-only fused kernels: its gradients on the device are the CPU's. Skipped without a
-// CUDA device.
+// not the forward-only fused kernels: its gradients on the device are the CPU's. And the caching
+// allocator's peaks that `pets_bench --step-only` reports on a GPU (CudaParts::memory_peaks) cover
+// what a step held and outlast the cache's return to the driver. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -157,6 +158,24 @@ TEST(TrainedBackboneOnCuda, Layer4TakesTheDifferentiablePath) {
                                   << pets::train::to_string(precision);
     }
   }
+}
+
+TEST(MemoryPeaksOnCuda, CoverWhatWasHeldAndOutlastItsRelease) {
+  const pets::train::CudaParts* cuda = pets::test::cuda_or_skip();
+  if (cuda == nullptr) GTEST_SKIP() << "no CUDA device";
+  const pets::train::MemoryPeaks before = cuda->memory_peaks(0);
+  constexpr std::int64_t kBytes = std::int64_t{256} << 20;
+  {
+    const torch::Tensor held =
+        torch::empty({kBytes}, torch::dtype(torch::kUInt8).device(torch::kCUDA, 0));
+    const pets::train::MemoryPeaks during = cuda->memory_peaks(0);
+    EXPECT_GE(during.allocated, kBytes);
+    EXPECT_GE(during.reserved, during.allocated);
+  }
+  (void)cuda->free_memory(0);  // gives the allocator's cache back to the driver
+  const pets::train::MemoryPeaks after = cuda->memory_peaks(0);
+  EXPECT_GE(after.allocated, std::max(before.allocated, kBytes));
+  EXPECT_GE(after.reserved, after.allocated);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, StepWaits,

@@ -43,6 +43,12 @@ class InputStream {
   virtual PendingImages run(const at::Tensor& source, const std::function<at::Tensor()>& work) = 0;
 };
 
+/// The most memory LibTorch's caching allocator has held on a CUDA device, in bytes.
+struct MemoryPeaks {
+  std::int64_t allocated = 0;  ///< in tensors (torch.cuda.max_memory_allocated's figure)
+  std::int64_t reserved = 0;   ///< taken from the driver (torch.cuda.max_memory_reserved's)
+};
+
 /// What only a CUDA build can make.
 class CudaParts {
  public:
@@ -62,6 +68,9 @@ class CudaParts {
   /// The bytes free on CUDA device `index` once LibTorch's cache of freed blocks is given back to
   /// the driver (what memory_text names), or -1 when the driver does not say.
   virtual std::int64_t free_memory(int index) const = 0;
+  /// The peaks of LibTorch's caching allocator on CUDA device `index` since the process started
+  /// (a cache given back to the driver lowers no peak).
+  virtual MemoryPeaks memory_peaks(int index) const = 0;
   /// Runs `work` and returns how often it made the host wait for a CUDA device through
   /// LibTorch (item(), a copy to the host, a copy from pageable host memory, a stream
   /// synchronisation), as LibTorch's sync debug mode counts them. Not reentrant.

@@ -171,6 +171,13 @@ class Parts final : public CudaParts {
     return static_cast<std::int64_t>(free);
   }
 
+  MemoryPeaks memory_peaks(int index) const override {
+    const c10::cuda::CUDACachingAllocator::DeviceStats stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+    // Each statistic's first entry is the aggregate over the allocator's pools.
+    return {stats.allocated_bytes.front().peak, stats.reserved_bytes.front().peak};
+  }
+
   std::string memory_text(int index) const override {
     std::size_t free = 0, total = 0;
     if (!memory_info(index, &free, &total)) return "";
