@@ -64,7 +64,7 @@ for np in $nps; do
       --max-side "$max_side" --max-memory "$max_memory" --overwrite >"$log" 2>"$log.err" ||
       { echo "preprocess_bench.sh: pets_preprocess failed, see $log" >&2; tail -5 "$log" "$log.err" >&2; exit 1; }
     t1=$(date +%s.%N)
-    stored=$(sed -n 's/.*: \([0-9]*\) stored, .*/\1/p' "$log")
+    stored=$(sed -n 's/.*[:;] \([0-9]*\) stored, .*/\1/p' "$log")
     rounds=$(sed -n 's/^pets_preprocess: \([0-9]*\) rounds;.*/\1/p' "$log.err")
     peaks=$(sed -n 's/^pets_preprocess: .* per rank (MiB): //p' "$log.err")
     bytes=$(stat -c %s "$out")

@@ -1,6 +1,7 @@
 #include "pets/data/labels.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "pets/data/rng.hpp"
@@ -8,14 +9,31 @@
 
 namespace pets::data {
 
-bool has_jpg_extension(std::string_view name) {
-  constexpr std::string_view kExt = ".jpg";
-  return name.size() >= kExt.size() && name.substr(name.size() - kExt.size()) == kExt;
+namespace {
+
+/// The length of the image extension `name` ends in (".jpeg": 5), or 0.
+std::size_t image_extension_length(std::string_view name) {
+  for (std::string_view ext : {".jpg", ".jpeg", ".png", ".gif"}) {
+    if (name.size() < ext.size()) continue;
+    const std::string_view tail = name.substr(name.size() - ext.size());
+    if (std::equal(tail.begin(), tail.end(), ext.begin(),
+                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }))
+      return ext.size();
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool has_image_extension(std::string_view name) {
+  // A name that is only the extension (".jpg") is a hidden file, not an image.
+  const std::size_t n = image_extension_length(name);
+  return n > 0 && name.size() > n;
 }
 
 std::optional<std::string> label_from_filename(std::string_view name) {
-  if (!has_jpg_extension(name)) return std::nullopt;
-  std::string_view stem = name.substr(0, name.size() - 4);
+  if (!has_image_extension(name)) return std::nullopt;
+  std::string_view stem = name.substr(0, name.size() - image_extension_length(name));
   std::size_t end = stem.size();
   std::size_t digits_begin = end;
   while (digits_begin > 0 && stem[digits_begin - 1] >= '0' && stem[digits_begin - 1] <= '9')
@@ -55,7 +73,8 @@ Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction) {
 
 std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
                                                  const std::vector<std::int32_t>& train_labels,
-                                                 const std::vector<std::int32_t>& eval_labels) {
+                                                 const std::vector<std::int32_t>& eval_labels,
+                                                 const std::string& why) {
   std::vector<std::string> out;
   const auto missing = [&](const std::vector<std::int32_t>& labels, const char* what) {
     std::vector<char> seen(label_names.size(), 0);
@@ -70,8 +89,7 @@ std::vector<std::string> class_coverage_warnings(const std::vector<std::string>&
     }
     if (n == 0) return;
     out.push_back(std::to_string(n) + (n == 1 ? " class has no " : " classes have no ") + what +
-                  " image: " + names +
-                  " (the split is a seeded permutation of the files, not stratified by class)");
+                  " image: " + names + " (" + why + ")");
   };
   missing(train_labels, "training");
   missing(eval_labels, "evaluation");

@@ -31,10 +31,13 @@ namespace fs = std::filesystem;
 namespace pets::data {
 
 std::string PreprocessSummary::line() const {
-  std::string s =
-      std::to_string(stored) + " stored, " + std::to_string(skipped.size()) + " skipped";
+  std::string s = "layout " + layout + "; " + std::to_string(stored) + " stored, " +
+                  std::to_string(skipped.size()) + " skipped";
   for (std::size_t i = 0; i < skipped.size(); ++i)
     s += (i ? ", " : ": ") + skipped[i].first + " (" + skipped[i].second + ")";
+  // Hidden entries and other files are counted, not named: a photo folder holds many.
+  if (const std::string not_read = not_read_text(hidden, not_images); !not_read.empty())
+    s += "; " + not_read;
   s += "; " + std::to_string(train) + " train, " + std::to_string(eval) + " eval, " +
        std::to_string(labels) + " labels";
   // Files the decoder warned about (and stored); the class warnings are lines of their own.
@@ -177,13 +180,19 @@ struct RoundPlan {
 };
 
 /// Decides, before decoding, where each candidate goes and how the candidates are cut into
-/// rounds. The split is a seeded permutation of the candidate files (as the tutorial's of its
-/// file list), so that every round knows where its images go.
-RoundPlan plan(const PreprocessOptions& o, CandidateInfo& info, int size) {
+/// rounds. The split is the folders' in the split layout, else a seeded permutation of the
+/// candidate files (as the tutorial's of its file list), so that every round knows where its
+/// images go.
+RoundPlan plan(const PreprocessOptions& o, Listing& listing, int size) {
+  CandidateInfo& info = listing.info;
   const auto nc = static_cast<std::int64_t>(info.names.size());
-  const Split split = split_indices(nc, o.seed, o.train_fraction);
-  info.train.assign(static_cast<std::size_t>(nc), 0);
-  for (std::int64_t i : split.train) info.train[static_cast<std::size_t>(i)] = 1;
+  if (!listing.given_train.empty()) {
+    info.train = listing.given_train;
+  } else {
+    const Split split = split_indices(nc, o.seed, o.train_fraction);
+    info.train.assign(static_cast<std::size_t>(nc), 0);
+    for (std::int64_t i : split.train) info.train[static_cast<std::size_t>(i)] = 1;
+  }
   const std::uint64_t largest = largest_image_bytes(o);
   RoundPlan p;
   p.per_rank = static_cast<std::int64_t>(std::clamp<std::uint64_t>(
@@ -289,16 +298,31 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
   summary.skipped.insert(summary.skipped.end(), listing.skips.begin(), listing.skips.end());
   std::sort(summary.skipped.begin(), summary.skipped.end());
   summary.warnings = allgather_rows(warnings, comm);
+  const std::string not_read = not_read_text(listing.hidden, listing.not_images);
+  const std::string layout = std::string("layout ") + layout_name(listing.layout) +
+                             (listing.chosen ? ", chosen by --layout auto" : "");
   if (n_stored == 0)
-    throw UsageError("pets_preprocess: no usable image in " + o.images_dir + ": " +
-                     skip_reasons_text(summary.skipped));
+    throw UsageError("pets_preprocess: no usable image in " + o.images_dir + " (" + layout +
+                     "): " + skip_reasons_text(summary.skipped) +
+                     (not_read.empty() ? "" : "; " + not_read));
+  if (const auto classes = std::count(label_stored.begin(), label_stored.end(), 1); classes < 2) {
+    const auto t = std::find(label_stored.begin(), label_stored.end(), 1) - label_stored.begin();
+    throw UsageError("pets_preprocess: only one class (" +
+                     info.label_table[static_cast<std::size_t>(t)] + ") among the " +
+                     std::to_string(n_stored) + " stored images of " + o.images_dir + " (" +
+                     layout + "): a classifier needs at least two");
+  }
+  const bool given = listing.layout == Layout::kSplit;
   for (int s = 0; s < 2; ++s) {
-    if (members[s].empty())
+    if (!members[s].empty()) continue;
+    if (given)
       throw UsageError("pets_preprocess: no " + std::string(s == 0 ? "training" : "evaluation") +
-                       " image: all " + std::to_string(n_stored) +
-                       " stored images fell into the other split (--train-fraction " +
-                       format_number(o.train_fraction) + "; " + skip_reasons_text(summary.skipped) +
-                       ")");
+                       " image stored from " + o.images_dir + " (" + layout +
+                       "): " + skip_reasons_text(summary.skipped));
+    throw UsageError(
+        "pets_preprocess: no " + std::string(s == 0 ? "training" : "evaluation") + " image: all " +
+        std::to_string(n_stored) + " stored images fell into the other split (--train-fraction " +
+        format_number(o.train_fraction) + "; " + skip_reasons_text(summary.skipped) + ")");
   }
   // Ids among the stored labels, in the same (sorted) order as label_table.
   StoreAttributes attributes;
@@ -329,11 +353,17 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
   writer.write_tables(summary.skipped, summary.warnings);
   writer.close();
 
+  summary.layout = std::string(layout_name(listing.layout)) + (listing.chosen ? " (auto)" : "");
+  summary.hidden = listing.hidden;
+  summary.not_images = listing.not_images;
   summary.stored = n_stored;
   summary.train = static_cast<std::int64_t>(members[0].size());
   summary.eval = static_cast<std::int64_t>(members[1].size());
   summary.labels = static_cast<std::int64_t>(label_names.size());
-  summary.class_warnings = class_coverage_warnings(label_names, split_labels[0], split_labels[1]);
+  summary.class_warnings =
+      given ? class_coverage_warnings(label_names, split_labels[0], split_labels[1],
+                                      "the split is the one of the folders")
+            : class_coverage_warnings(label_names, split_labels[0], split_labels[1]);
 }
 
 /// Renames the finished temporary file to --out (rank 0) and tells every rank whether it could.
@@ -358,7 +388,7 @@ std::vector<std::uint64_t> gather_peak_resident(MPI_Comm comm) {
 PreprocessSummary run_preprocess(const PreprocessOptions& o, MPI_Comm comm) {
   silence_hdf5_errors();
   Listing listing = list_candidates(o, comm);
-  const RoundPlan rounds = plan(o, listing.info, comm_size(comm));
+  const RoundPlan rounds = plan(o, listing, comm_size(comm));
   PreprocessSummary summary;
   // Written under a temporary name, renamed only once the file is closed.
   const std::string tmp = start_output(o, comm, summary);
@@ -391,6 +421,16 @@ std::string skip_reasons_text(const std::vector<NameReason>& skipped) {
   for (std::size_t i = 0; i < order.size(); ++i)
     text += (i ? ", " : " (") + std::to_string(-order[i].first) + " " + order[i].second;
   return text + (order.empty() ? "" : ")");
+}
+
+std::string not_read_text(std::int64_t hidden, std::int64_t not_images) {
+  if (hidden + not_images == 0) return "";
+  std::string parts;
+  if (hidden > 0) parts = std::to_string(hidden) + " hidden";
+  if (not_images > 0)
+    parts +=
+        (parts.empty() ? "" : ", ") + std::to_string(not_images) + " without an image extension";
+  return std::to_string(hidden + not_images) + " not read (" + parts + ")";
 }
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option) {

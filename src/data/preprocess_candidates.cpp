@@ -15,25 +15,6 @@ namespace fs = std::filesystem;
 
 namespace pets::data {
 
-std::vector<NameReason> classify_folder(const std::string& dir) {
-  std::vector<NameReason> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    std::error_code ec;
-    std::string reason;
-    if (e.is_directory(ec)) {
-      reason = "directory (sub-folders are not searched)";
-    } else if (!has_jpg_extension(name)) {
-      reason = "not a .jpg name";
-    } else if (!label_from_filename(name)) {
-      reason = "name does not match ^(.*)_\\d+\\.jpg$";
-    }
-    out.emplace_back(name, reason);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 namespace {
 
 /// What makes `o` unusable (a bad value, a missing --images folder, an --out that must not be
@@ -69,39 +50,89 @@ std::string check_options(const PreprocessOptions& o) {
 
 }  // namespace
 
+namespace {
+
+/// The fields of a packed text, each ended by '\0', read in order.
+class Fields {
+ public:
+  explicit Fields(const std::string& text) : text_(text) {}
+  bool done() const { return at_ >= text_.size(); }
+  std::string next() {
+    const std::size_t end = text_.find('\0', at_);
+    std::string field = text_.substr(at_, end - at_);
+    at_ = end + 1;
+    return field;
+  }
+
+ private:
+  const std::string& text_;
+  std::size_t at_ = 0;
+};
+
+void put(std::string& text, const std::string& field) {
+  text += field;
+  text += '\0';
+}
+
+}  // namespace
+
 Listing list_candidates(const PreprocessOptions& o, MPI_Comm comm) {
+  // Packed: layout, chosen, hidden, not_images, then "c" path label split per candidate and
+  // "s" path reason per skipped entry.
   const std::string packed = pets::decide_on_rank_0(
       [&] {
         const std::string problem = check_options(o);
         if (!problem.empty()) throw UsageError("pets_preprocess: " + problem);
-        std::vector<NameReason> entries;
+        TreeListing tree;
         try {
-          entries = classify_folder(o.images_dir);
+          tree = list_tree(o.images_dir, o.layout);
+        } catch (const UsageError&) {
+          throw;
         } catch (const std::exception& e) {
           throw UsageError(std::string("pets_preprocess: cannot list ") + o.images_dir + ": " +
                            e.what());
         }
         std::string text;
-        for (const auto& e : entries) text += e.first + '\0' + e.second + '\0';
+        put(text, layout_name(tree.layout));
+        put(text, tree.chosen ? "1" : "0");
+        put(text, std::to_string(tree.hidden));
+        put(text, std::to_string(tree.not_images));
+        for (const TreeCandidate& c : tree.candidates) {
+          put(text, "c");
+          put(text, c.path);
+          put(text, c.label);
+          put(text, std::string(1, c.split == 0 ? '-' : c.split));
+        }
+        for (const NameReason& s : tree.skips) {
+          put(text, "s");
+          put(text, s.first);
+          put(text, s.second);
+        }
         return text;
       },
       comm);
   Listing listing;
   CandidateInfo& info = listing.info;
   std::vector<std::string> labels;
-  for (std::size_t at = 0; at < packed.size();) {
-    const std::size_t name_end = packed.find('\0', at),
-                      reason_end = packed.find('\0', name_end + 1);
-    std::string name = packed.substr(at, name_end - at);
-    if (reason_end == name_end + 1) {
-      labels.push_back(*label_from_filename(name));
+  std::vector<char> splits;
+  Fields f(packed);
+  listing.layout = parse_layout(f.next());
+  listing.chosen = f.next() == "1";
+  listing.hidden = std::stoll(f.next());
+  listing.not_images = std::stoll(f.next());
+  while (!f.done()) {
+    const std::string kind = f.next();
+    std::string name = f.next();
+    if (kind == "c") {
+      labels.push_back(f.next());
+      splits.push_back(f.next()[0]);
       info.names.push_back(std::move(name));
     } else {
-      listing.skips.emplace_back(std::move(name),
-                                 packed.substr(name_end + 1, reason_end - name_end - 1));
+      listing.skips.emplace_back(std::move(name), f.next());
     }
-    at = reason_end + 1;
   }
+  if (listing.layout == Layout::kSplit)
+    for (const char s : splits) listing.given_train.push_back(s == 't' ? 1 : 0);
   info.label_table = sorted_labels(labels);
   info.label.reserve(labels.size());
   for (const auto& l : labels) info.label.push_back(label_id(info.label_table, l));

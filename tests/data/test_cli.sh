@@ -34,7 +34,9 @@ dump_store() { h5dump "$1" | tail -n +2 | sed '/^   ATTRIBUTE "store_id" {$/,/^ 
 out1=$(run_np 1 "$prep" --images imgs --out np1.h5 --max-side 64 2>&1) || fatal "-np 1 run exit $?: $out1"
 out2=$(run_np 2 "$prep" --images imgs --out np2.h5 --max-side 64 2>&1) || fatal "-np 2 run exit $?: $out2"
 echo "$out1"
-[[ "$out1" == *"np1.h5: 119 stored, 7 skipped: "* ]] || fail "summary line: $out1"
+# Persian_1011.JPG stored (any letter case); Abyssinian_1010.mat counted, not named.
+[[ "$out1" == *"np1.h5: layout names (auto); 120 stored, 5 skipped: "*"; 1 not read (1 without an image extension); "* ]] ||
+  fail "summary line: $out1"
 # (sorted: the warning goes to stderr and the summary to stdout, whose order mpirun does not keep)
 check_eq "-np 2's summary with -np 1's file name" "$(sort <<<"${out2//np2.h5/np1.h5}")" "$(sort <<<"$out1")"
 diff <(dump_store np1.h5) <(dump_store np2.h5) >/dev/null ||
@@ -84,8 +86,8 @@ diff <(dump_store np1.h5) <(dump_store rounds.h5) >/dev/null ||
 ln -s loopB_1.jpg two/loopA_1.jpg && ln -s loopA_1.jpg two/loopB_1.jpg
 capture two.log run_np 2 "$prep" --images two --out two.h5 --max-side 64
 check_eq "--classes 2 --quirks with a symlink loop: exit status" "$status" 0
-# Abyssinian and Bengal, and the 7 other breeds whose quirk file is stored.
-grep -q "two.h5: 16 stored, .* 9 labels;" two.log || { fail "--classes 2 --quirks: not 16 stored in 9 labels"; show two.log; }
+# Abyssinian and Bengal, and the 8 other breeds whose quirk file is stored.
+grep -q "two.h5: layout names (auto); 17 stored, .* 10 labels;" two.log || { fail "--classes 2 --quirks: not 17 stored in 10 labels"; show two.log; }
 grep -q "loopA_1.jpg (unreadable file)" two.log || { fail "the symlink loop is not skipped"; show two.log; }
 h5dump -a /label_names two.h5 | grep -Eq '"(loop|chihuahua|havanese|pug)' && fail "skipped files made classes in two.h5"
 # Classes on one side of the split only are named, and the split's nature said.
@@ -109,9 +111,15 @@ check_eq "ghost folder: labels" "$labels" "Abyssinian Birman Bombay beagle "
 # Label ids do not depend on which broken files exist.
 rm ghost/Ghost_1.jpg ghost/Trunc_1.jpg
 run_np 2 "$prep" --images ghost --out clean.h5 --max-side 64 >clean.log 2>&1 || fail "clean ghost folder exit $?"
-grep -q "clean.h5: [0-9]* stored, 0 skipped; .* 4 labels$" clean.log || { fail "a summary without decoder warnings does not end at the labels"; show clean.log; }
+grep -q "clean.h5: layout names (auto); [0-9]* stored, 0 skipped; .* 4 labels$" clean.log || { fail "a summary without decoder warnings does not end at the labels"; show clean.log; }
 diff <(h5dump -a /label_names ghost.h5 | tail -n +2) <(h5dump -a /label_names clean.h5 | tail -n +2) >/dev/null ||
   fail "label names change with broken files"
+
+# Extensions in any letter case: a .JPG and a JPEG named .png are both read (by content).
+mkdir -p upper && cp imgs/Persian_1011.JPG upper/ && cp imgs/Abyssinian_1.jpg upper/Abyssinian_1.png
+run_np 2 "$prep" --images upper --out upper.h5 --max-side 64 >upper.log 2>&1 || { fail "upper: exit $?"; show upper.log; }
+grep -q "upper.h5: layout names (auto); 2 stored, 0 skipped; 1 train, 1 eval, 2 labels$" upper.log ||
+  { fail ".JPG and .png: not both stored"; show upper.log; }
 
 leftovers=$(find . -maxdepth 1 -name '*tmp*')
 [ -z "$leftovers" ] || fail "temporary files left: $leftovers"
@@ -124,12 +132,10 @@ expect_usage "no folder" "nowhere" run_np 2 "$prep" --images nowhere --out bad.h
 expect_usage "unwritable out" "no/such/dir" run_np 2 "$prep" --images imgs --out no/such/dir/bad.h5
 expect_usage "nothing usable" "empty" run_np 2 "$prep" --images empty --out bad.h5
 # Nothing usable says why, counted by reason.
-grep -q "2 entries skipped (1 not a .jpg name, 1 not a JPEG, PNG or GIF)" usage.log ||
+grep -q "1 entry skipped (1 not a JPEG, PNG or GIF); 1 not read (1 without an image extension)" usage.log ||
   { fail "nothing usable: reasons not counted"; show usage.log; }
 expect_usage "--max-pixels 0" "over the pixel limit" run_np 2 "$prep" --images ghost --out bad.h5 --max-pixels 0
 grep -q "entries skipped (12 over the pixel limit)" usage.log || { fail "--max-pixels 0: reasons not counted"; show usage.log; }
-mkdir -p upper && cp imgs/Persian_1011.JPG upper/ && cp imgs/Abyssinian_1.jpg upper/Abyssinian_1.png
-expect_usage "only .JPG and .png" "2 not a .jpg name" run_np 2 "$prep" --images upper --out bad.h5
 expect_usage "--seed -1" "--seed" run_np 2 "$prep" --images imgs --out bad.h5 --seed -1
 expect_usage "--seed junk" "--seed" run_np 2 "$prep" --images imgs --out bad.h5 --seed 1x
 expect_usage "--max-pixels -1" "--max-pixels" run_np 2 "$prep" --images imgs --out bad.h5 --max-pixels -1

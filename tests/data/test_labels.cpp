@@ -4,6 +4,7 @@
 #include <set>
 
 #include "pets/data/labels.hpp"
+#include "pets/data/layout.hpp"
 #include "pets/data/preprocess.hpp"
 #include "pets/testdata/synth.hpp"
 #include "pets/util/error.hpp"
@@ -27,13 +28,35 @@ TEST(Labels, RejectsNamesThatDoNotMatch) {
   EXPECT_FALSE(label_from_filename("samoyed_.jpg"));   // empty number
   EXPECT_FALSE(label_from_filename("samoyed12.jpg"));  // no underscore
   EXPECT_FALSE(label_from_filename("samoyed_1a.jpg"));
-  EXPECT_FALSE(label_from_filename("Persian_3.JPG"));  // case-sensitive extension
-  EXPECT_FALSE(label_from_filename("Persian_3.jpeg"));
   EXPECT_FALSE(label_from_filename("Persian_3.mat"));
   EXPECT_FALSE(label_from_filename("Persian_3.jpg.bak"));
-  EXPECT_TRUE(has_jpg_extension("x.jpg"));
-  EXPECT_FALSE(has_jpg_extension("x.JPG"));
-  EXPECT_FALSE(has_jpg_extension("jpg"));
+  EXPECT_FALSE(label_from_filename("Persian_3.bmp"));
+}
+
+TEST(Labels, ImageExtensionsInAnyLetterCase) {
+  for (const char* name :
+       {"x.jpg", "x.JPG", "x.Jpeg", "x.jpeg", "x.png", "x.PNG", "x.gif", "x.GiF"})
+    EXPECT_TRUE(has_image_extension(name)) << name;
+  for (const char* name : {"jpg", ".jpg", "x.jpg.bak", "x.mat", "x.bmp", "x.tif", "x.webp", "xjpg"})
+    EXPECT_FALSE(has_image_extension(name)) << name;
+  EXPECT_EQ(label_from_filename("Persian_3.JPG").value(), "Persian");
+  EXPECT_EQ(label_from_filename("Persian_3.jpeg").value(), "Persian");
+  EXPECT_EQ(label_from_filename("Maine Coon_12.PNG").value(), "Maine Coon");
+  EXPECT_EQ(label_from_filename("Émile_1.gif").value(), "Émile");
+}
+
+TEST(Layout, NamesAndUtf8) {
+  EXPECT_EQ(parse_layout("auto"), Layout::kAuto);
+  EXPECT_EQ(parse_layout("split"), Layout::kSplit);
+  EXPECT_STREQ(layout_name(parse_layout("folders")), "folders");
+  EXPECT_THROW(parse_layout("Folders"), pets::UsageError);
+  EXPECT_TRUE(is_utf8("Maine Coon"));
+  EXPECT_TRUE(is_utf8("Émile ñ 猫 🐈"));
+  EXPECT_FALSE(is_utf8("x\xffy"));
+  EXPECT_FALSE(is_utf8("\xc3"));              // cut short
+  EXPECT_FALSE(is_utf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(is_utf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(is_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
 }
 
 TEST(Labels, SortedOrderIsPythonSorted) {

@@ -61,8 +61,9 @@ TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
   po.images_dir = so.out_dir;
   po.out = dir / "pets.h5";
   const PreprocessSummary sum = run_preprocess(po, MPI_COMM_WORLD);
-  EXPECT_EQ(sum.stored, 37 + 8);
-  EXPECT_TRUE(contains(sum.line(), "45 stored, 7 skipped: ")) << sum.line();
+  EXPECT_EQ(sum.stored, 37 + 9);
+  EXPECT_TRUE(contains(sum.line(), "layout names (auto); 46 stored, 5 skipped: ")) << sum.line();
+  EXPECT_TRUE(contains(sum.line(), "; 1 not read (1 without an image extension); ")) << sum.line();
 
   const Store store(po.out);
   EXPECT_EQ(store.label_names(), pet_breeds());
@@ -80,12 +81,14 @@ TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
       if (!q.reason.empty()) {
         EXPECT_TRUE(contains(warned[q.name], q.reason)) << q.name;
       }
+    } else if (q.reason.empty()) {
+      EXPECT_FALSE(skipped.count(q.name)) << q.name << " should be counted, not named";
     } else {
       ASSERT_TRUE(skipped.count(q.name)) << q.name << " should be skipped";
       EXPECT_TRUE(contains(skipped[q.name], q.reason)) << q.name << ": " << skipped[q.name];
     }
   }
-  EXPECT_EQ(skipped.size(), 7u);
+  EXPECT_EQ(skipped.size(), 5u);
   const auto big = stored.at("newfoundland_1012.jpg");
   EXPECT_EQ(big[0], 384);  // 3000 x 4000 fitted to --max-side 512
   EXPECT_EQ(big[1], 512);
@@ -96,9 +99,9 @@ TEST(Preprocess, EveryQuirkFileStoredOrSkippedWithTheRightReason) {
   EXPECT_EQ(store.seed(), 42u);
   EXPECT_DOUBLE_EQ(store.train_fraction(), 0.8);
   EXPECT_TRUE(contains(store.tool_version(), "pets_preprocess"));
-  // The split permutes the 48 candidate files (45 stored + chihuahua, havanese, pug): 38 train
-  // slots, floor(48 * 0.8), of which the three skipped files hold three.
-  EXPECT_EQ(store.split(SplitKind::kTrain).size(), 35);
+  // The split permutes the 49 candidate files (46 stored + chihuahua, havanese, pug): 39 train
+  // slots, floor(49 * 0.8), of which the three skipped files hold three.
+  EXPECT_EQ(store.split(SplitKind::kTrain).size(), 36);
   EXPECT_EQ(store.split(SplitKind::kEval).size(), 10);
 
   // The stored pixels are the decoded file.

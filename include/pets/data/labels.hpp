@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// File names to labels, as the Python pipeline does: only names ending in `.jpg`
-/// (case-sensitive) are images, and the label is group 1 of `^(.*)_\d+\.jpg$` on the base name.
+/// File names to labels, as the Python pipeline does: the label is group 1 of
+/// `^(.*)_\d+\.jpg$` on the base name, where the extension is any of the image extensions
+/// (.jpg .jpeg .png .gif) in any letter case.
 
 #include <cstdint>
 #include <optional>
@@ -11,11 +12,16 @@
 
 namespace pets::data {
 
-/// True when the name ends in exactly ".jpg" (".JPG" and ".jpeg" do not count).
-bool has_jpg_extension(std::string_view name);
+/// The pattern a names-layout file name must match, as the messages show it.
+inline constexpr const char* kNamePattern = "^(.*)_\\d+\\.(jpg|jpeg|png|gif)$ (any letter case)";
 
-/// The label of a base file name, or nothing when it does not match `^(.*)_\d+\.jpg$`.
-/// "great_pyrenees_12.jpg" -> "great_pyrenees"; "a_1_2.jpg" -> "a_1" (greedy group).
+/// True when the name ends in an image extension: .jpg, .jpeg, .png or .gif in any letter case
+/// (".JPG", ".Jpeg"); the decoder reads the content, whatever the extension says.
+bool has_image_extension(std::string_view name);
+
+/// The label of a base file name, or nothing when it does not match kNamePattern.
+/// "great_pyrenees_12.jpg" -> "great_pyrenees"; "a_1_2.jpg" -> "a_1" (greedy group);
+/// "Persian_3.JPG" -> "Persian".
 std::optional<std::string> label_from_filename(std::string_view base_name);
 
 /// The distinct labels in byte order (Python's `sorted` on these ASCII names); a label's id is
@@ -39,9 +45,13 @@ Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction);
 /// The classes of `label_names` with no image in a split, one warning per split that misses
 /// some ("2 classes have no evaluation image: Bengal, pug (...)"); empty when every class is in
 /// both. The split is a seeded permutation of the files, not stratified by class (as the
-/// tutorial's), so a small class can end up entirely on one side.
+/// tutorial's), so a small class can end up entirely on one side; each warning ends with
+/// `why` in brackets.
+inline constexpr const char* kSeededSplitNote =
+    "the split is a seeded permutation of the files, not stratified by class";
 std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
                                                  const std::vector<std::int32_t>& train_labels,
-                                                 const std::vector<std::int32_t>& eval_labels);
+                                                 const std::vector<std::int32_t>& eval_labels,
+                                                 const std::string& why = kSeededSplitNote);
 
 }  // namespace pets::data

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pets/data/layout.hpp"
 #include "pets/data/store_reader.hpp"
 
 namespace pets::data {
@@ -25,9 +26,10 @@ inline constexpr int kMinMaxSide = 8;
 struct PreprocessOptions {
   std::string images_dir;
   std::string out;
-  std::uint64_t seed = 42;
-  double train_fraction = 0.8;             ///< in (0, 1): both splits must be able to hold images
-  int max_side = 512;                      ///< 0 keeps decoded sizes; else at least kMinMaxSide
+  Layout layout = Layout::kAuto;  ///< how images_dir is laid out (layout.hpp)
+  std::uint64_t seed = 42;      ///< of the split, except in the split layout (which keeps its own)
+  double train_fraction = 0.8;  ///< in (0, 1): both splits must be able to hold images
+  int max_side = 512;           ///< 0 keeps decoded sizes; else at least kMinMaxSide
   std::uint64_t max_pixels = 100'000'000;  ///< decompression-bomb limit, from the header
   /// Decoded pixels one rank holds at once (one round): a round takes max_memory divided by the
   /// largest decoded size an image can have (3 * min(max_side^2, max_pixels)) images per rank,
@@ -38,6 +40,7 @@ struct PreprocessOptions {
 
 /// What a run did (identical on every rank).
 struct PreprocessSummary {
+  std::string layout;  ///< the layout read, "folders (auto)" when --layout auto chose it
   std::int64_t stored = 0;
   std::int64_t train = 0;
   std::int64_t eval = 0;
@@ -45,6 +48,8 @@ struct PreprocessSummary {
   std::int64_t rounds = 0;  ///< decode-and-write rounds
   std::vector<NameReason> skipped;
   std::vector<NameReason> warnings;
+  std::int64_t hidden = 0;      ///< hidden files and folders, counted only
+  std::int64_t not_images = 0;  ///< files without an image extension, counted only
   /// Classes that ended with no training or no evaluation image (class_coverage_warnings).
   std::vector<std::string> class_warnings;
   /// Temporary files of earlier runs removed at the start (rank 0, --out's folder): those of
@@ -54,7 +59,9 @@ struct PreprocessSummary {
   std::vector<std::string> kept_temps;
   /// Each rank's peak resident memory (VmHWM) at the end of the run, in bytes (0: unknown).
   std::vector<std::uint64_t> peak_resident;
-  /// "N stored, M skipped: name (reason), ...; T train, E eval, L labels; K with warnings: ...".
+  /// "layout names; N stored, M skipped: name (reason), ...; H not read (...); T train, E eval,
+  /// L labels; K decoded with warnings: ...", the "not read" and warning parts only when there
+  /// are some.
   std::string line() const;
 };
 
@@ -64,17 +71,16 @@ struct PreprocessSummary {
 /// `<out>.tmp.<host>.<pid>` (rank 0's; pets::atomic_temp_path) and renamed at the end.
 PreprocessSummary run_preprocess(const PreprocessOptions& options, MPI_Comm comm);
 
-/// The sorted entries of a folder with a skip reason for those that are not candidates
-/// ("directory", "not a .jpg name", "name does not match ...") and "" for candidates.
-std::vector<NameReason> classify_folder(const std::string& dir);
-
 /// The kind of a skip reason, without its details: the text before the first ": " or " ("
 /// ("truncated JPEG: premature end" -> "truncated JPEG").
 std::string reason_kind(const std::string& reason);
 
-/// "4 entries skipped (2 not a .jpg name, 1 truncated JPEG, 1 empty file)": the skipped entries
+/// "4 entries skipped (2 directory, 1 truncated JPEG, 1 empty file)": the skipped entries
 /// counted by reason_kind, most frequent first (ties in byte order).
 std::string skip_reasons_text(const std::vector<NameReason>& skipped);
+
+/// "3 not read (2 hidden, 1 without an image extension)", or "" when both counts are 0.
+std::string not_read_text(std::int64_t hidden, std::int64_t not_images);
 
 /// A byte count as a user types it: digits with an optional K, M or G suffix (powers of 1024),
 /// e.g. "1G", "512M", "65536". Throws pets::UsageError naming `option` for anything else, for

@@ -30,15 +30,21 @@ struct CandidateInfo {
 
 /// The candidate files and what the listing skipped, the same on every rank.
 struct Listing {
-  CandidateInfo info;             ///< names and labels set; no split and no sizes yet
-  std::vector<NameReason> skips;  ///< entries that are not candidates, with the reason
-  std::size_t name_length = 1;    ///< the longest candidate name
+  CandidateInfo info;              ///< names and labels set; no split and no sizes yet
+  std::vector<NameReason> skips;   ///< entries that are not candidates, with the reason
+  std::size_t name_length = 1;     ///< the longest candidate name
+  Layout layout = Layout::kNames;  ///< the layout read
+  bool chosen = false;             ///< by --layout auto
+  /// Per candidate, 1 for training and 0 for evaluation, as the split layout's folders give it;
+  /// empty: the seeded split decides.
+  std::vector<char> given_train;
+  std::int64_t hidden = 0, not_images = 0;  ///< entries only counted (TreeListing)
 };
 
-/// Checks the options and lists the folder on rank 0 (one view of the file system for all) and
-/// shares the verdict, so that a problem is a pets::UsageError on every rank, and the listing, as
-/// one packed text ("name\0reason\0" per entry): a few bytes per file on every rank. Collective
-/// over `comm`.
+/// Checks the options and lists the folder on rank 0 (list_tree: one view of the file system for
+/// all) and shares the verdict, so that a problem is a pets::UsageError on every rank, and the
+/// listing, as one packed text (a few '\0'-ended fields per entry): a few bytes per file on every
+/// rank. Collective over `comm`.
 Listing list_candidates(const PreprocessOptions& options, MPI_Comm comm);
 
 }  // namespace pets::data

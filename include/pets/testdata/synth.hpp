@@ -28,9 +28,11 @@ struct SynthOptions {
 
 /// A --quirks file and what pets_preprocess must do with it.
 struct QuirkFile {
-  std::string name;    ///< path relative to the output folder
-  bool stored;         ///< decoded and stored (true) or skipped (false)
-  std::string reason;  ///< a substring of the skip reason, or of the warning when stored
+  std::string name;  ///< path relative to the output folder
+  bool stored;       ///< decoded and stored (true) or skipped (false)
+  /// A substring of the skip reason, or of the warning when stored; "" for a file that is
+  /// skipped without being named (only counted: no image extension).
+  std::string reason;
 };
 
 /// The --quirks files (for the given class count: breeds beyond it are not used).
