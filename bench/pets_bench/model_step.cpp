@@ -67,7 +67,13 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 
 // A step's random images and labels: NHWC as the loader delivers them, seen as a channels-last
 // NCHW tensor (the trainer's batch_images), which the model takes as it is, no conversion.
-std::pair<torch::Tensor, pets::data::Batch> random_batch(const Config& c, c10::Device device) {
+struct RandomBatch {
+  torch::Tensor pixels;
+  torch::Tensor labels;
+  pets::data::Batch batch;
+};
+
+RandomBatch random_batch(const Config& c, c10::Device device) {
   auto pixels =
       torch::randn({c.batch, c.image_size, c.image_size, 3}).to(device).permute({0, 3, 1, 2});
   PETS_CHECK(pixels.is_contiguous(torch::MemoryFormat::ChannelsLast), "model step: not NHWC");
@@ -76,7 +82,7 @@ std::pair<torch::Tensor, pets::data::Batch> random_batch(const Config& c, c10::D
   batch.h = batch.w = c.image_size;
   const auto labels = torch::randint(0, c.classes, {c.batch}, torch::kInt64);
   batch.labels.assign(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + c.batch);
-  return {pixels, std::move(batch)};
+  return {pixels, labels, std::move(batch)};
 }
 
 }  // namespace
@@ -105,7 +111,10 @@ json model_step_only(pets::model::ResNet50d& model, const Config& c,
   // --bn-mode eval folds a frozen backbone only, as pets_train does.
   std::optional<pets::model::FoldedBackbone> folded;
   if (c.bn_mode == "eval" && !trains_backbone) folded.emplace(*model);
-  const auto [pixels, batch] = random_batch(c, device);
+  RandomBatch drawn = random_batch(c, device);
+  const torch::Tensor& pixels = drawn.pixels;
+  const torch::Tensor& labels = drawn.labels;
+  pets::data::Batch& batch = drawn.batch;
 
   const std::unique_ptr<pets::train::Backend> backend = pets::train::make_backend(options, mpi);
   PETS_CHECK(backend->device() == device, "model step: the backend chose another device");
@@ -237,7 +246,9 @@ json model_step(pets::model::ResNet50d& model, const Config& c, double step_gflo
   // --bn-mode eval: the folded backbone, as pets_train runs it.
   std::optional<pets::model::FoldedBackbone> folded;
   if (c.bn_mode == "eval") folded.emplace(*model);
-  const auto [pixels, batch] = random_batch(c, device);
+  RandomBatch drawn = random_batch(c, device);
+  const torch::Tensor& pixels = drawn.pixels;
+  pets::data::Batch& batch = drawn.batch;
   json out = {{"step",
                "pets::train::TrainStep on make_backend's device, communicator and "
                "precision, one rank"},
