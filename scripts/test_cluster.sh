@@ -113,9 +113,13 @@ stop_cluster() {
 }
 
 # Removes every namespace and link in DIR/net (lines "netns NAME", "link NAME"), also those of
-# a start that failed half-way; deleting a namespace deletes the veth pair in it.
+# a start that failed half-way; deleting a namespace deletes the veth pair in it. Then whatever
+# else carries this DIR's tag (remove_tagged).
 remove_network() {
-  [ -f "$net" ] || return 0
+  if [ ! -f "$net" ]; then
+    remove_tagged
+    return 0
+  fi
   local kind name
   while read -r kind name; do
     [ "$kind" = netns ] || continue
@@ -134,6 +138,28 @@ remove_network() {
   mv "$net" "$net.removed"
   # The qdiscs went with the links.
   if [ -f "$link" ]; then mv "$link" "$link.removed"; fi
+  remove_tagged
+}
+
+# Removes the namespaces and links named with this DIR's tag that DIR/net does not list: those of
+# a cluster whose run was killed (no trap ran) and whose folder was then deleted with its record.
+# The names derive from DIR alone, so they are this cluster's and would block its next start.
+remove_tagged() {
+  local name found=0
+  for name in $(ip netns list 2>/dev/null | awk -v t="$tag-" 'index($1, t) == 1 { print $1 }'); do
+    kill_netns_processes "$name"
+    ip netns del "$name" 2>/dev/null || log "cannot delete netns $name"
+    found=$((found + 1))
+  done
+  for name in $(ip -o link show 2>/dev/null |
+    awk -F': ' -v t="$tag" '{ sub(/@.*/, "", $2) } index($2, t) == 1 { print $2 }'); do
+    # A veth may go with its namespace's deletion while this loop runs.
+    if ! ip link del "$name" 2>/dev/null && ip link show "$name" >/dev/null 2>&1; then
+      log "cannot delete link $name"
+    fi
+    found=$((found + 1))
+  done
+  [ "$found" -eq 0 ] || log "removed $found namespaces and links of an earlier cluster in $dir"
 }
 
 print_env() {
@@ -578,6 +604,8 @@ start_cluster() {
   if [ -f "$pids" ] || [ -f "$net" ]; then
     log "a cluster from an earlier run is recorded in $dir: stopping it first"
     stop_cluster
+  else
+    remove_tagged
   fi
   rm -rf "${dir:?}/etc" "$dir/state" "$dir/spool" "$dir/log" "$dir/run" "$dir/munge" \
     "$dir/tmp" "$dir/hosts" "$link" "$link.removed"
