@@ -48,6 +48,8 @@ import sys
 
 import numpy as np
 
+from paired_summary import sign_test  # two-sided, of the seeds that are not ties
+
 MOMENTUM = 0.1  # every BatchNorm's momentum (src/model/resnet50d.cpp), PyTorch's default
 VARIANTS = ("averaged", "rank0_last_step", "rank0_ddp")
 SETS = ("held_out", "fresh")
@@ -319,23 +321,13 @@ def cmd_score(a):
           + f" (chance {scores['chance']:.1f})", file=sys.stderr)
 
 
-def sign_test(wins, losses):
-    """Two-sided p-value of the binomial sign test, ties dropped: the chance of a split at least
-    as uneven as wins:losses when either side is as likely."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    tail = min(wins, losses)
-    return min(1.0, 2 * sum(math.comb(n, k) for k in range(tail + 1)) / 2 ** n)
-
-
 def compare(seeds, variant, s, measure):
     d = [x[variant][s][measure] - x["averaged"][s][measure] for x in seeds]
     wins, losses = sum(1 for x in d if x > 0), sum(1 for x in d if x < 0)
     mean = sum(d) / len(d)
     se = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) if len(d) > 1 else float("nan")
     return {"variant": variant, "set": s, "measure": measure, "rank0_higher": wins, "rank0_lower": losses,
-            "ties": len(d) - wins - losses, "sign_test_p": sign_test(wins, losses),
+            "ties": len(d) - wins - losses, "sign_test_p": sign_test(wins, wins + losses),
             "mean_difference": mean, "standard_error": se}
 
 

@@ -142,16 +142,20 @@ def run_checks(check, bundle, py):
         penv)
     check.part("small_set", status_of(small_rc), secs, {"images": per_class * 37}, check.log("small_set"))
 
-    def train_run(name, *args):
+    def train_run(name, *args, part=None, judge=lambda rc, figures: status_of(rc)):
+        """pets_train on the small set at one rank: part `part` (default train_NAME), its status
+        judge(rc, run_figures)."""
+        part = part or "train_" + name
         if small_rc != 0:
-            check.part("train_" + name, "skipped: no small set", 0, {})
+            check.part(part, "skipped: no small set", 0, {})
             return
         run_dir = os.path.join(small, "run_" + name)
-        rc, secs = check.step("train_" + name, 120, [mpi + [
+        rc, secs = check.step(part, 120, [mpi + [
             "1", b + "/bin/pets_train", "--data", small + "/pets.h5", "--epochs", str(epochs),
             "--batch-size", "16", "--eval-batch-size", "32", "--seed", "7", "--out", run_dir] + list(args)],
             penv)
-        check.part("train_" + name, status_of(rc), secs, run_figures(run_dir), check.log("train_" + name))
+        figures = run_figures(run_dir)
+        check.part(part, judge(rc, figures), secs, figures, check.log(part))
 
     if have_gpu:
         train_run("fp32", "--device", "cuda")
@@ -173,7 +177,7 @@ def run_checks(check, bundle, py):
         for n in ("fp32", "fp16", "bf16", "determinism", "determinism_bitwise"):
             check.part("train_" + n, "skipped: no GPU", 0, {})
 
-    unfreeze_parts(check, b, py, penv, have_gpu, small if small_rc == 0 else None, epochs)
+    unfreeze_parts(check, b, py, penv, have_gpu, train_run, epochs)
 
     # The harness: roofline, model step (fp32/bf16/fp16), loader, end to end on 7,400 images.
     per_class = int(os.environ.get("PETS_DEVICE_PER_CLASS") or (200 if have_gpu else 4))
@@ -253,7 +257,7 @@ def run_checks(check, bundle, py):
     check.part("torch_ceilings", status_of(rc), secs, read_json(out), check.log("torch_ceilings"))
 
 
-def unfreeze_parts(check, b, py, penv, have_gpu, small, epochs):
+def unfreeze_parts(check, b, py, penv, have_gpu, train_run, epochs):
     """A trained backbone in bf16 (--unfreeze layer4 and all): for each, pets_train's step
     (`pets_bench --step-only bf16.U`, part unfreeze_step_U) and PyTorch's eager step for the same
     model with the node's torch (bench/python_step.py, part unfreeze_step_U_pytorch), one process
@@ -291,24 +295,16 @@ def unfreeze_parts(check, b, py, penv, have_gpu, small, epochs):
         check.part(name, status(rc, get(figures, "images_per_s"), "no images/s reported"), secs, figures,
                    check.log(name))
 
-    name = "unfreeze_train_layer4"
-    if small is None:
-        check.part(name, "skipped: no small set", 0, {})
-        return
-    run_dir = os.path.join(small, "run_" + name)
+    def trained(rc, figures):
+        # metrics.jsonl's accuracy of each epoch: a fraction of the evaluation images.
+        measured = sum(isinstance(a, (int, float)) and 0 <= a <= 1 for a in figures["accuracy"])
+        return status(rc, measured == epochs == figures["epochs"],
+                      "%d of %d epochs with an accuracy in metrics.jsonl" % (measured, epochs))
+
     args = ["--device", dev, "--mixed-precision", "bf16", "--unfreeze", "layer4"]
     if not have_gpu:
         args += ["--image-size", "64"]
-    rc, secs = check.step(name, 120, [[
-        "mpirun", "--bind-to", "none", "-np", "1", b + "/bin/pets_train", "--data", small + "/pets.h5",
-        "--epochs", str(epochs), "--batch-size", "16", "--eval-batch-size", "32", "--seed", "7",
-        "--out", run_dir] + args], penv)
-    figures = run_figures(run_dir)
-    # metrics.jsonl's accuracy of each epoch: a fraction of the evaluation images.
-    measured = sum(isinstance(a, (int, float)) and 0 <= a <= 1 for a in figures["accuracy"])
-    check.part(name, status(rc, measured == epochs == figures["epochs"],
-                            "%d of %d epochs with an accuracy in metrics.jsonl" % (measured, epochs)),
-               secs, figures, check.log(name))
+    train_run("unfreeze_layer4", *args, part="unfreeze_train_layer4", judge=trained)
 
 
 def sweep_heads(check, store, b, libs, have_gpu):

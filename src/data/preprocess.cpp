@@ -361,9 +361,8 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
   summary.eval = static_cast<std::int64_t>(members[1].size());
   summary.labels = static_cast<std::int64_t>(label_names.size());
   summary.class_warnings =
-      given ? class_coverage_warnings(label_names, split_labels[0], split_labels[1],
-                                      "the split is the one of the folders")
-            : class_coverage_warnings(label_names, split_labels[0], split_labels[1]);
+      class_coverage_warnings(label_names, split_labels[0], split_labels[1],
+                              given ? "the split is the one of the folders" : kSeededSplitNote);
 }
 
 /// Renames the finished temporary file to --out (rank 0) and tells every rank whether it could.
