@@ -21,7 +21,10 @@
 #   skip REASON                SKIPPED line, exit 77
 #   check_eq WHAT ACTUAL WANT  fail unless ACTUAL = WANT (strings)
 #   show FILE...               the last $show_lines (80) lines of each file, under its name
-#   enter_workdir DIR          empty DIR (made afresh) becomes the current folder; sets work
+#   enter_workdir DIR          empty DIR (made afresh) becomes the current folder; sets work.
+#                              A script that passes removes it at the end (after its at_exit
+#                              commands), so the suite does not keep every test's runs on disk;
+#                              a failed or skipped one keeps it, and PETS_KEEP_WORK=1 keeps all
 #   at_exit COMMAND            run COMMAND when the script ends (last registered first)
 #   at_finish COMMAND          run COMMAND first thing in finish: a last check, which may fail
 #   drop_at_exit COMMAND       forget a COMMAND given to at_exit (its job is done)
@@ -138,13 +141,20 @@ _tl_on_exit() {
   for ((i = ${#ids[@]} - 1; i >= 0; i--)); do
     eval "${_tl_cleanups[ids[i]]}" || echo "note: cleanup '${_tl_cleanups[ids[i]]}' failed"
   done
-  [ "$_tl_finished" -eq 1 ] && exit "$rc"
+  if [ "$_tl_finished" -eq 1 ]; then
+    [ "$rc" -eq 0 ] && _tl_remove_workdir
+    exit "$rc"
+  fi
   [ "$_tl_skipped" -eq 1 ] && [ "$failures" -eq 0 ] && exit 77
   if [ "$failures" -eq 0 ]; then
     fail "the script ended with status $rc before finish"
   fi
   _tl_summary
   exit 1
+}
+_tl_remove_workdir() {
+  [ -n "${work:-}" ] && [ "${PETS_KEEP_WORK:-0}" != 1 ] || return 0
+  cd / && rm -rf "$work" || echo "note: could not remove the work folder $work"
 }
 trap _tl_on_exit EXIT
 trap 'exit 130' INT
