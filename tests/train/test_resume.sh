@@ -9,6 +9,8 @@
 # The interrupted runs start from copies of the uninterrupted run's own end-of-epoch checkpoints:
 # each is, byte for byte, what a run stopped after that epoch leaves (the run continues from it
 # in memory exactly as a resumed one does from the file, which is what this test checks).
+# A checkpoint of an earlier pets_train, from before Accelerate's batching, is refused at 2 ranks
+# and resumed at 1.
 # usage: test_resume.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 # shellcheck source=script_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/script_common.sh"
@@ -117,5 +119,26 @@ if grep -q "stopped by .* step [1-9]" mid.err; then
 else
   fail "the stop did not land mid-epoch"; show mid.err
 fi
+
+# 5. A checkpoint of an earlier pets_train, from before Accelerate's batching (it records neither
+#    a version nor a batching, and no --image-size): refused at 2 ranks, naming what to do, and
+#    resumed at 1, where the batches are the same. Every checkpoint records both now.
+[ -x "${PETS_EARLIER_CHECKPOINT:-}" ] || fatal "PETS_EARLIER_CHECKPOINT names no program (ctest sets it)"
+python3 - "full/ckpt-${ckpts[1]}.safetensors" <<'PY' || fail "a checkpoint lacks its version or batching"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+state = json.loads(header["__metadata__"]["pets_state"])
+sys.exit(0 if state.get("version") and state.get("batching") == "accelerate-even-batches" else 1)
+PY
+"$PETS_EARLIER_CHECKPOINT" "full/ckpt-${ckpts[1]}.safetensors" earlier ||
+  fatal "earlier_checkpoint exit $?"
+expect_usage "an earlier batching's checkpoint resumed at 2 ranks" \
+  "written at 2 ranks by an earlier pets_train (it records no --image-size)" \
+  run_np 2 "$train" "${common[@]}" --out earlier --resume
+run_np 1 "$train" "${common[@]}" --out earlier --resume > earlier.out 2> earlier.err ||
+  { fail "an earlier batching's checkpoint resumed at 1 rank: exit $?"; show earlier.err; }
+grep -q "resumed from .* at epoch 2, step 0" earlier.err || fail "earlier batching at 1 rank: no resume notice"
+[ "$(wc -l < earlier.out)" -eq $((epochs - 2)) ] || { fail "earlier batching at 1 rank: wrong epochs"; show earlier.out; }
 
 finish

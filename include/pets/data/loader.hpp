@@ -31,6 +31,10 @@
 
 namespace pets::data {
 
+/// The name under which checkpoints record how training batches are made (the sharding above);
+/// a change to it gets a new name, so that a run is not resumed on batches it did not train with.
+inline constexpr char kTrainBatching[] = "accelerate-even-batches";
+
 /// What a batch carries.
 enum class LoaderOutput {
   kPixels,  ///< normalised float pixels, resized on the CPU (Batch::pixels)

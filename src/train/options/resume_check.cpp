@@ -165,4 +165,28 @@ void check_schedule_resumable(const std::string& path, int64_t world_size, int64
                    "--overwrite, or finish the run with the pets_train that wrote it");
 }
 
+void check_batching_resumable(const std::string& path, const SavedBatching& saved,
+                              int64_t world_size, const std::string& current, bool finished) {
+  if (saved.world_size == 1 || world_size == 1 || finished) return;
+  const std::string what_to_do =
+      ": resume it at one rank (-np 1), where the batches are the same, or start over with "
+      "--overwrite";
+  if (!saved.batching.empty()) {
+    if (saved.batching == current) return;
+    throw UsageError(path + ": written by pets_train " +
+                     (saved.version.empty() ? std::string("?") : saved.version) +
+                     ", whose ranks made their training batches as '" + saved.batching +
+                     "'; this one makes them as '" + current +
+                     "', so the run would not continue on the images it was training with" +
+                     what_to_do);
+  }
+  if (saved.options == nullptr || saved.options->count("image-size") != 0) return;
+  throw UsageError(path + ": written at " + std::to_string(saved.world_size) +
+                   " ranks by an earlier pets_train (it records no --image-size), whose ranks "
+                   "split each step's --batch-size images between them; this one batches as "
+                   "Accelerate, every rank taking --batch-size images at every step, so the run "
+                   "would not continue as it started" +
+                   what_to_do);
+}
+
 }  // namespace pets::train

@@ -8,6 +8,7 @@
 
 #include "pets/comm/communicator.hpp"
 #include "pets/comm/program.hpp"
+#include "pets/data/loader.hpp"
 #include "pets/model/state_dict.hpp"
 #include "pets/train/options/resume_check.hpp"
 #include "pets/train/report/tensorboard.hpp"
@@ -59,6 +60,9 @@ ResumePoint resume_run(RunSession& session, const RunShape& shape, int world_siz
   // nothing is marked as redone.
   agree_on_usage([&] {
     check_schedule_resumable(path, state.world_size, state.schedule_steps_per_update, finished);
+    check_batching_resumable(
+        path, {state.world_size, state.batching, state.version, &state.config.options}, world_size,
+        data::kTrainBatching, finished);
     const std::optional<TrainingState> own = session.read_own_shard(state);
     batchnorm.restore(state, path, own ? &*own : nullptr);
     step.restore(state, same_ranks ? std::nullopt : std::optional(point.epoch * steps_per_epoch),

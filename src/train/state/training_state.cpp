@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "pets/data/loader.hpp"
 #include "pets/train/state/checkpoint.hpp"
 #include "pets/util/error.hpp"
 
@@ -24,6 +25,8 @@ TrainingState TrainingState::at(const RunShape& shape, int64_t epoch, const Epoc
                                 std::vector<EpochMetrics> history) {
   TrainingState s;
   s.config = shape.config;
+  s.version = PETS_VERSION;
+  s.batching = data::kTrainBatching;
   s.world_size = shape.world_size;
   s.steps_per_epoch = shape.steps_per_epoch;
   s.store = shape.store;
@@ -73,6 +76,8 @@ void TrainingState::restore_model_tensors(const Tensors& targets, const std::str
 
 nlohmann::json TrainingState::to_json() const {
   nlohmann::json state = {{"config", config},
+                          {"version", version},
+                          {"batching", batching},
                           {"adam_steps", adam_steps},
                           {"schedule_steps", schedule_steps},
                           {"schedule_steps_per_update", schedule_steps_per_update},
@@ -175,6 +180,9 @@ TrainingState TrainingState::from_checkpoint(const Checkpoint& ckpt) {
   try {
     const nlohmann::json& j = ckpt.state;
     j.at("config").get_to(s.config);
+    // Absent from checkpoints written before pets_train recorded them.
+    s.version = j.value("version", std::string());
+    s.batching = j.value("batching", std::string());
     j.at("world_size").get_to(s.world_size);
     j.at("steps_per_epoch").get_to(s.steps_per_epoch);
     j.at("epoch").get_to(s.epoch);

@@ -119,6 +119,59 @@ TEST(ResumeCheck, AnEarlierScheduleContinuesOnlyAtOneRank) {
   EXPECT_EQ(schedule_refusal(2, 1, true), "");
 }
 
+/// The message of check_batching_resumable's UsageError, or "" when it accepts: a checkpoint of
+/// `saved_world` ranks recording `batching` (and `version`), with or without image-size among
+/// its options, resumed at `world` ranks by a pets_train that batches as "accelerate-even-batches".
+std::string batching_refusal(int64_t saved_world, const std::string& batching, bool image_size,
+                             int64_t world, bool finished = false,
+                             const std::string& version = "") {
+  std::map<std::string, std::string> options = run().config.options;
+  if (!image_size) options.erase("image-size");
+  try {
+    pets::train::check_batching_resumable("out/ckpt-40.safetensors",
+                                          {saved_world, batching, version, &options}, world,
+                                          "accelerate-even-batches", finished);
+  } catch (const pets::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A checkpoint written at several ranks before Accelerate's batching (no batching recorded, no
+// image-size among its settings) continues only at one rank, where the batches are the same, or
+// when it has nothing left to train; one that records this batching, or has image-size (written
+// after the change, before checkpoints recorded it), continues at any rank count.
+TEST(ResumeCheck, AnEarlierBatchingContinuesOnlyAtOneRank) {
+  ASSERT_EQ(run().config.options.count("image-size"), 1u);
+  EXPECT_EQ(batching_refusal(2, "accelerate-even-batches", true, 2), "");
+  EXPECT_EQ(batching_refusal(2, "", true, 2), "");
+  EXPECT_EQ(batching_refusal(2, "", true, 4), "");
+  EXPECT_EQ(batching_refusal(2, "", false, 1), "");
+  EXPECT_EQ(batching_refusal(1, "", false, 2), "");
+  EXPECT_EQ(batching_refusal(2, "", false, 2, true), "");
+  EXPECT_EQ(batching_refusal(2, "", false, 2),
+            "out/ckpt-40.safetensors: written at 2 ranks by an earlier pets_train (it records no "
+            "--image-size), whose ranks split each step's --batch-size images between them; this "
+            "one batches as Accelerate, every rank taking --batch-size images at every step, so "
+            "the run would not continue as it started: resume it at one rank (-np 1), where the "
+            "batches are the same, or start over with --overwrite");
+  EXPECT_NE(batching_refusal(4, "", false, 3).find("written at 4 ranks by an earlier"),
+            std::string::npos);
+}
+
+// A batching recorded under another name is refused at several ranks, naming both and the
+// pets_train that wrote it.
+TEST(ResumeCheck, AnotherRecordedBatchingIsNamed) {
+  EXPECT_EQ(batching_refusal(2, "some-later-batches", true, 2, false, "0.2.0"),
+            "out/ckpt-40.safetensors: written by pets_train 0.2.0, whose ranks made their "
+            "training batches as 'some-later-batches'; this one makes them as "
+            "'accelerate-even-batches', so the run would not continue on the images it was "
+            "training with: resume it at one rank (-np 1), where the batches are the same, or "
+            "start over with --overwrite");
+  EXPECT_EQ(batching_refusal(2, "some-later-batches", true, 1), "");
+  EXPECT_EQ(batching_refusal(2, "some-later-batches", true, 2, true), "");
+}
+
 TEST(ResumeCheck, ConfigJsonRoundTripsWithEveryOptionButHowItWasStarted) {
   const RunConfig c = run().config;
   const nlohmann::json j = c;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pets/data/loader.hpp"
 #include "pets/train/state/checkpoint.hpp"
 #include "pets/train/state/training_state.hpp"
 #include "pets/util/error.hpp"
@@ -162,15 +163,48 @@ TEST_F(TrainingStateTest, CheckpointOfTheEarlierScheduleIsToldApart) {
   }
 }
 
+// Every state a run makes records the pets_train that made it and its batching; a checkpoint
+// written before they were recorded, and before Accelerate's batching (no image-size among its
+// settings), reads with both empty, and resume refuses it at several ranks and accepts it at one
+// (test_resume_check.cpp has the messages).
+TEST_F(TrainingStateTest, TheProgramAndItsBatchingAreRecorded) {
+  const TrainingState made = TrainingState::at(sample(false).shape(), 1, {}, {});
+  EXPECT_EQ(made.version, PETS_VERSION);
+  EXPECT_EQ(made.batching, pets::data::kTrainBatching);
+  pets::train::Checkpoint c;
+  c.path = "dir/ckpt-10.safetensors";
+  c.state = made.to_json();
+  c.tensors = made.tensors();
+  EXPECT_EQ(c.state.at("version"), PETS_VERSION);
+  EXPECT_EQ(c.state.at("batching"), "accelerate-even-batches");
+  const TrainingState read = TrainingState::from_checkpoint(c);
+  EXPECT_EQ(read.version, PETS_VERSION);
+  EXPECT_EQ(read.batching, pets::data::kTrainBatching);
+
+  c.state.erase("version");
+  c.state.erase("batching");
+  c.state["config"]["options"].erase("image-size");
+  const TrainingState earlier = TrainingState::from_checkpoint(c);
+  EXPECT_EQ(earlier.version, "");
+  EXPECT_EQ(earlier.batching, "");
+  const auto check = [&](int64_t world) {
+    pets::train::check_batching_resumable(
+        c.path, {earlier.world_size, earlier.batching, earlier.version, &earlier.config.options},
+        world, pets::data::kTrainBatching, false);
+  };
+  EXPECT_NO_THROW(check(1));
+  EXPECT_THROW(check(2), pets::UsageError);
+}
+
 TEST_F(TrainingStateTest, SchemaKeysAndTensorNames) {
   TrainingState s = sample(true);
   std::vector<std::string> keys;
   const nlohmann::json j = s.to_json();
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"adam_steps", "config", "epoch", "grad_scaler",
-                                            "history", "last_lr", "position", "schedule_steps",
-                                            "schedule_steps_per_update", "steps_per_epoch", "store",
-                                            "world_size"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"adam_steps", "batching", "config", "epoch",
+                                            "grad_scaler", "history", "last_lr", "position",
+                                            "schedule_steps", "schedule_steps_per_update",
+                                            "steps_per_epoch", "store", "version", "world_size"}));
   EXPECT_EQ(j.at("store"), (nlohmann::json{{"id", "0123456789abcdef0123456789abcdef"},
                                            {"path", "/data/pets.h5"}}));
   std::vector<std::string> names;

@@ -71,4 +71,25 @@ void check_resume_compatible(const std::string& checkpoint_path, const RunShape&
 void check_schedule_resumable(const std::string& checkpoint_path, int64_t world_size,
                               int64_t steps_per_update, bool finished);
 
+/// How a checkpoint's run made its training batches, for check_batching_resumable.
+struct SavedBatching {
+  int64_t world_size = 1;  ///< ranks of the run that wrote it
+  /// The batching it records (TrainingState::batching); empty in checkpoints written before
+  /// they recorded one.
+  std::string batching;
+  std::string version;  ///< the pets_train that wrote it; empty before checkpoints recorded it
+  /// Its recorded options: before Accelerate's batching, checkpoints had no "image-size" (the
+  /// setting came with that change), which marks them.
+  const std::map<std::string, std::string>* options = nullptr;
+};
+
+/// Throws pets::UsageError, naming `checkpoint_path`, when the run of a checkpoint written at
+/// several ranks would continue at `world_size` > 1 ranks with other batches than it trained
+/// with: one that records a batching other than `current`, or one recording none that has no
+/// image-size setting (an earlier pets_train's, whose ranks split each step's images between
+/// them). At one rank every batching pets_train has had is the same: accepted, as is a
+/// `finished` run (nothing left to train).
+void check_batching_resumable(const std::string& checkpoint_path, const SavedBatching& saved,
+                              int64_t world_size, const std::string& current, bool finished);
+
 }  // namespace pets::train

@@ -36,7 +36,10 @@ struct HeadState {
 struct TrainingState {
   using Tensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-  RunConfig config;             ///< must match the resuming run (check_resume_compatible)
+  RunConfig config;  ///< must match the resuming run (check_resume_compatible)
+  /// The pets_train that wrote it (PETS_VERSION) and how its training batches were made
+  /// (data::kTrainBatching); both empty in checkpoints from before they were recorded.
+  std::string version, batching;
   int64_t world_size = 1;       ///< ranks of the run that wrote it
   int64_t steps_per_epoch = 0;  ///< at world_size ranks
   int64_t epoch = 0;            ///< the epoch to continue (after an epoch's end: the next one)
