@@ -95,6 +95,8 @@ if [ "$one_host" = 0 ]; then
   export SLURM_CONF
 fi
 export TMPDIR=$work/tmp
+# shellcheck source-path=SCRIPTDIR source=cluster_jobs.sh
+source "$here/bench/cluster_jobs.sh"
 # Up to 16 ranks share this machine's cores: a rank waiting in a collective yields its core rather
 # than spinning on it (Open MPI does so by itself only under an mpirun that knows it oversubscribes).
 export OMPI_MCA_mpi_yield_when_idle=1
@@ -106,20 +108,6 @@ export OMPI_MCA_mpi_yield_when_idle=1
   --max-side $((image_size * 3 / 2)) >"$work/data/preprocess.txt" 2>&1 ||
   { cat "$work/data/preprocess.txt" >&2; exit 1; }
 log "data: $(tail -n1 "$work/data/preprocess.txt")"
-
-# scontrol's view of one field of a job.
-job_field() { scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
-
-# Waits until job $1 has ended (at most 600 s); prints its state.
-wait_ended() {
-  local state=""
-  for _ in $(seq 1 2400); do
-    state=$(job_field "$1" JobState)
-    [[ "$state" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]] && break
-    sleep 0.25
-  done
-  echo "$state"
-}
 
 # Bytes the compute hosts have sent over their links (their eth0 qdiscs' counters).
 link_sent() {
@@ -133,29 +121,17 @@ link_sent() {
   echo "$total"
 }
 
-# Waits (at most 60 s) until no pets_train of an earlier job is left on this machine (the cluster's
-# hosts share its processes): jobs never overlap, in the figures or in Open MPI's start-up.
-wait_quiet() {
-  local i
-  for i in $(seq 0 240); do
-    if ! pgrep -x pets_train >/dev/null; then
-      [ "$i" = 0 ] || log "waited $((i / 4)) s for an earlier job's pets_train to end"
-      return 0
-    fi
-    sleep 0.25
-  done
-  log "pets_train processes of an earlier job still running: $(pgrep -x pets_train | tr '\n' ' ')"
-}
-
 # Submits jobs/train.sbatch with N ranks into run folder $2 (output file $2.out), further
-# environment settings after; prints the job id.
+# environment settings after; prints the job id. The ranks are started by mpirun inside the
+# allocation: srun --mpi=pmix loses a rank at start-up in about one job of 12-16 ranks in seven
+# (bench/startup_loop.sh).
 submit() {
   local n=$1 run=$2 hosts per_host
   shift 2
   wait_quiet
   hosts=$((n < kHosts ? n : kHosts))
   per_host=$(((n + hosts - 1) / hosts))
-  env "$@" PETS_BIN="$bin" PETS_DATA="$work/data/pets.h5" PETS_OUT="$run" PETS_EPOCHS=1 \
+  env "$@" PETS_LAUNCHER=mpirun PETS_BIN="$bin" PETS_DATA="$work/data/pets.h5" PETS_OUT="$run" PETS_EPOCHS=1 \
     PETS_BATCH_SIZE="$batch_size" PETS_TRAIN_ARGS="--eval-batch-size 4 --device cpu --image-size $image_size" \
     sbatch --parsable --chdir="$work/runs" --output="$run.out" --cpus-per-task=1 --time=15 \
     --nodes="$hosts" --ntasks="$n" --ntasks-per-node="$per_host" "$here/jobs/train.sbatch" |
@@ -219,11 +195,7 @@ for n in $ranks_list; do
     [ -n "$stop_line" ] || { tail -n 20 "$stop_run.out" >&2; log "$n ranks: the stop run ($state) did not stop"; }
   elif [ "$pause" -ge 1 ]; then
     job=$(submit "$n" "$stop_run" PETS_PAUSE_STEP="$pause:$kPauseSeconds" PETS_REQUEUE=0)
-    for _ in $(seq 1 2400); do
-      grep -q "^pausing in step $pause " "$stop_run.out" 2>/dev/null && break
-      [[ "$(job_field "$job" JobState)" =~ ^(PENDING|RUNNING|CONFIGURING)$ ]] || break
-      sleep 0.25
-    done
+    wait_paused "$job" "$pause" "$stop_run.out" || true
     scancel --signal=USR1 --batch "$job" 2>/dev/null || true
     state=$(wait_ended "$job")
     stop_line=$(grep -m1 -E '^stopped by signal [0-9]+ at epoch' "$stop_run.out" || true)

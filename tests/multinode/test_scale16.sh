@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # multinode_scale16: 16 ranks on 4 hosts (--nodes=4 --ntasks-per-node=4), the widest job the test
-# cluster holds. jobs/train.sbatch trains one epoch of 6 steps (96 training images, batch 1 a rank,
+# cluster holds, launched by mpirun inside the allocation (PETS_LAUNCHER=mpirun, below).
+# jobs/train.sbatch trains one epoch of 6 steps (96 training images, batch 1 a rank,
 # 64-pixel crops) uninterrupted; then the same run is preempted mid-epoch: rank 0 is held in global
 # step 3 (PETS_PAUSE_STEP) while SIGUSR1 goes to the batch step, every rank stops at that step,
 # the step exits 75, the script requeues the job and the requeued run resumes from the mid-epoch
@@ -19,6 +20,10 @@ kHosts=4
 # only under an mpirun that knows it oversubscribes). Four times shorter on 2 cores; the job's
 # environment takes it to every rank.
 export OMPI_MCA_mpi_yield_when_idle=1
+# Open MPI's own launcher, not srun --mpi=pmix: under Slurm 22.05's PMIx, Debian's Open MPI 4.1.4
+# loses a rank of a 12-16-rank job at start-up about once in seven jobs on these hosts, and never
+# did in 60 under mpirun (docs/testing.md; bench/startup_loop.sh measures it).
+export PETS_LAUNCHER=mpirun
 # The requeued run passes through the paused step again (the job's environment is the one it was
 # submitted with): keep the pause short, yet long enough for the signal to reach the ranks.
 kPauseStep=3
