@@ -7,18 +7,22 @@
 #   1. a job stopped mid-epoch (4 ranks on 2 hosts, rank 0 held in step 2 by PETS_PAUSE_STEP,
 #      SIGUSR1 to the batch step, not requeued: the ranks checkpoint and end);
 #   2. at once (its ranks may still be ending), the measured job: one epoch of 12 or 16 ranks
-#      (alternately) on 4 hosts.
+#      (alternately; --ranks LIST: those counts in turn) on min(ranks, 4) hosts.
 # A measured job that does not complete is counted as a crash when its output holds a
 # segmentation fault, as another failure otherwise.
 #
-#   bench/startup_loop.sh [--rounds N] [--no-stop] [--wait-quiet] [--report FILE] [-- VAR=VALUE...]
+#   bench/startup_loop.sh [--rounds N] [--ranks "16 12"] [--no-stop] [--wait-quiet] [--report FILE]
+#                         [-- VAR=VALUE...]
 #
 # --no-stop: measured jobs only, one after the other (no stopped job between them).
 # --wait-quiet: the measured job waits until no pets_train of the stopped job is left.
 # VAR=VALUE... after `--`: environment settings of every job (e.g. OMPI_MCA_... to try one of
 # Open MPI's parameters), recorded in the report.
 # The report (default $PETS_BUILD/bench-work/startup-loop.json): per measured job its ranks,
-# state, whether it crashed, its wall time from submission and the pets_train processes of earlier
+# state, whether it crashed, its wall time from submission, the seconds from submission to
+# pets_train's start-up line (`pets_train: N ranks on H hosts, ...`, printed once the ranks have
+# started MPI, counted the hosts, built and broadcast the model and opened the data) and to its
+# first step's progress line, and the pets_train processes of earlier
 # jobs (those reading this script's data) still alive when it was submitted; and the totals. Needs root and Slurm, as the multinode tests do.
 set -euo pipefail
 
@@ -32,6 +36,7 @@ usage() {
 }
 
 rounds=20
+ranks_list="16 12"
 wait_between=0
 stop_jobs=1
 report=$PETS_BUILD/bench-work/startup-loop.json
@@ -41,6 +46,7 @@ while [ $# -gt 0 ]; do
   --rounds) rounds=${2:?--rounds N}; shift 2 ;;
   --wait-quiet) wait_between=1; shift ;;
   --no-stop) stop_jobs=0; shift ;;
+  --ranks) ranks_list=${2:?--ranks LIST}; shift 2 ;;
   --report) report=${2:?--report FILE}; shift 2 ;;
   --) shift; settings=("$@"); break ;;
   -h | --help) usage ;;
@@ -48,6 +54,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "error: startup_loop.sh: --rounds takes a positive count, not '$rounds'" >&2; exit 2; }
+read -r -a ranks_cycle <<<"$ranks_list"
+for n in "${ranks_cycle[@]}"; do
+  if ! [[ "$n" =~ ^[1-9][0-9]*$ ]] || [ "$n" -gt 16 ]; then
+    echo "error: startup_loop.sh: rank counts are 1 .. 16 (4 hosts of 4 CPUs), not '$n'" >&2
+    exit 2
+  fi
+done
+[ "${#ranks_cycle[@]}" -gt 0 ] || { echo "error: startup_loop.sh: --ranks names no rank count" >&2; exit 2; }
 for s in "${settings[@]}"; do
   [[ "$s" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || { echo "error: startup_loop.sh: '$s' is not VAR=VALUE" >&2; exit 2; }
 done
@@ -80,6 +94,9 @@ source "$here/bench/cluster_jobs.sh"
 "$bin/pets_preprocess" --images "$work/data/images" --out "$work/data/pets.h5" --max-side 96 \
   >"$work/data/preprocess.txt" 2>&1 || { cat "$work/data/preprocess.txt" >&2; exit 1; }
 
+# Seconds since a `date +%s.%N` time, to 0.1 s.
+since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$1"; }
+
 # submit RANKS HOSTS RUN [VAR=VALUE...]: jobs/train.sbatch, one epoch; prints the job id.
 submit() {
   local n=$1 hosts=$2 run=$3
@@ -106,19 +123,28 @@ for round in $(seq 1 "$rounds"); do
   fi
   # 2. measured
   [ "$wait_between" = 0 ] || wait_quiet
-  ranks=$((round % 2 == 1 ? 16 : 12))
+  ranks=${ranks_cycle[$(((round - 1) % ${#ranks_cycle[@]}))]}
   run=$work/runs/r$round-np$ranks
   alive=$({ bench_ranks || true; } | wc -l)
   start=$(date +%s.%N)
-  job=$(submit "$ranks" 4 "$run")
+  job=$(submit "$ranks" $((ranks < 4 ? ranks : 4)) "$run")
+  to_start_line=null to_first_step=null
+  for _ in $(seq 1 2400); do
+    if [ "$to_start_line" = null ] && grep -q "^pets_train: $ranks rank" "$run.out" 2>/dev/null; then
+      to_start_line=$(since "$start")
+    fi
+    if grep -q "step 1/" "$run.out" 2>/dev/null; then to_first_step=$(since "$start"); break; fi
+    [[ "$(job_field "$job" JobState)" =~ ^(PENDING|RUNNING|CONFIGURING)$ ]] || break
+    sleep 0.25
+  done
   state=$(wait_ended "$job")
-  wall=$(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$start")
+  wall=$(since "$start")
   crashed=false
   grep -qiE 'segmentation fault|signal 11|SIGSEGV' "$run.out" 2>/dev/null && crashed=true
   log "round $round: stop job $stop_state; $ranks ranks: job $job $state in $wall s, crash $crashed, $alive earlier pets_train alive at submission"
   [ "$state" = COMPLETED ] || tail -n 15 "$run.out" >&2
-  printf '{"round": %d, "ranks": %d, "job": "%s", "state": "%s", "crashed": %s, "wall_s": %s, "earlier_alive": %d, "stop_state": "%s"}\n' \
-    "$round" "$ranks" "$job" "$state" "$crashed" "$wall" "$alive" "$stop_state" >>"$facts"
+  printf '{"round": %d, "ranks": %d, "job": "%s", "state": "%s", "crashed": %s, "wall_s": %s, "to_start_line_s": %s, "to_first_step_s": %s, "earlier_alive": %d, "stop_state": "%s"}\n' \
+    "$round" "$ranks" "$job" "$state" "$crashed" "$wall" "$to_start_line" "$to_first_step" "$alive" "$stop_state" >>"$facts"
 done
 
 python3 - "$facts" "$report" "$wait_between" "${settings[@]}" <<'PY'
@@ -134,8 +160,23 @@ summary = {
     "other_failures": sum(j["state"] != "COMPLETED" and not j["crashed"] for j in jobs),
     "runs": jobs,
 }
+# Per rank count: the median seconds from submission to the start-up line and to the first step.
+by_ranks = {}
+for j in jobs:
+    by_ranks.setdefault(j["ranks"], []).append(j)
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+summary["startup_by_ranks"] = {
+    str(n): {"jobs": len(js),
+             "to_start_line_s_median": median(j.get("to_start_line_s") for j in js),
+             "to_first_step_s_median": median(j.get("to_first_step_s") for j in js)}
+    for n, js in sorted(by_ranks.items())}
 json.dump(summary, open(report, "w"), indent=1)
 print(f"{summary['jobs']} jobs: {summary['completed']} completed, {summary['crashed']} crashed, "
       f"{summary['other_failures']} failed otherwise; settings {settings or 'none'}")
+for n, row in summary["startup_by_ranks"].items():
+    print(f"{n} ranks: {row['jobs']} jobs, start-up line after {row['to_start_line_s_median']} s, "
+          f"first step after {row['to_first_step_s_median']} s (medians, from submission)")
 PY
 log "report: $report"
