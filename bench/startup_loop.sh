@@ -22,8 +22,9 @@
 # state, whether it crashed, its wall time from submission, the seconds from submission to
 # pets_train's start-up line (`pets_train: N ranks on H hosts, ...`, printed once the ranks have
 # started MPI, counted the hosts, built and broadcast the model and opened the data) and to its
-# first step's progress line, and the pets_train processes of earlier
-# jobs (those reading this script's data) still alive when it was submitted; and the totals. Needs root and Slurm, as the multinode tests do.
+# first step's progress line, and the pets_train processes of earlier jobs (those reading this
+# script's data) still alive when it was submitted; and the totals. Needs root and Slurm, as the
+# multinode tests do.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
