@@ -20,7 +20,7 @@ for p in pets_train pets_preprocess pets_synth pets_bench device_input_bench \
   [[ -e "$build/$p" ]] || skip "$build/$p is not built (cmake --build $build --target pets_device_bundle)"
 done
 
-export PETS_BUILD_TORCH2="$build" PETS_DEVICE_SKIP_BUILD=1 PETS_DEVICE_XZ_LEVEL=6
+export PETS_BUILD_TORCH2="$build" PETS_DEVICE_SKIP_BUILD=1
 export PETS_DEVICE_DIR="$work/dev" PETS_DEVICE_WORK="$work/w"
 capture prepare.log bash "$src/bench/device_check.sh" prepare
 [[ $status -eq 0 ]] || { show prepare.log; fatal "prepare: exit $status"; }
