@@ -29,8 +29,9 @@ constexpr const char* kLayoutHelp = R"(Layouts (--layout):
 Images are the files ending in .jpg, .jpeg, .png or .gif in any letter case, decoded by content
 (JPEG, PNG or GIF); unreadable ones are skipped and named. Hidden entries (a leading '.') and
 other files are counted in the summary line, not read. Symbolic links are followed, each folder
-read once. The --seed and --train-fraction split is a seeded permutation of the files, the same
-for any number of ranks. The summary line names the layout read:
+read once. The --seed and --train-fraction split is a seeded permutation of the files (of each
+class's files with --split-mode stratified), the same for any number of ranks. The summary line
+names the layout read:
   $ mpirun -np 2 pets_preprocess --images work/images --out pets.h5
   pets_preprocess: pets.h5: layout names (auto); 740 stored, 0 skipped; 592 train, 148 eval, 37 labels
   $ mpirun -np 2 pets_preprocess --images photos --out photos.h5
@@ -47,7 +48,7 @@ int preprocess_main(int argc, char** argv) {
   const pets::data::PreprocessOptions defaults;
   pets::data::PreprocessOptions o;
   // Unsigned numbers are read as text: Boost would turn "-1" into 2^64-1.
-  std::string seed, max_pixels, max_memory, layout;
+  std::string seed, max_pixels, max_memory, layout, split_mode;
   po::options_description desc("mpirun -np P pets_preprocess --images DIR --out FILE.h5 [options]");
   desc.add_options()("help,h", "show this help")("images",
                                                  po::value<std::string>(&o.images_dir)->required(),
@@ -61,6 +62,10 @@ int preprocess_main(int argc, char** argv) {
       po::value<double>(&o.train_fraction)
           ->default_value(defaults.train_fraction, pets::format_number(defaults.train_fraction)),
       "fraction of the files for training, between 0 and 1; not used by --layout split")(
+      "split-mode", po::value<std::string>(&split_mode)->default_value("random"),
+      "random (one seeded permutation of all the files, as the tutorial) or stratified (the "
+      "same fraction of every class; one image at least on each side of a class of two or "
+      "more); refused with --layout split")(
       "max-side", po::value<int>(&o.max_side)->default_value(defaults.max_side),
       "downscale longer sides above this (0: keep; else at least 8)")(
       "max-pixels",
@@ -89,6 +94,8 @@ int preprocess_main(int argc, char** argv) {
     throw pets::UsageError(std::string("pets_preprocess: ") + pets::program_options_message(e));
   }
   o.layout = pets::data::parse_layout(layout);
+  o.split_mode = pets::data::parse_split_mode(split_mode);
+  o.split_mode_given = !vm["split-mode"].defaulted();
   o.seed = pets::unsigned_option(seed, "pets_preprocess: --seed");
   o.max_pixels = pets::unsigned_option(max_pixels, "pets_preprocess: --max-pixels");
   o.max_memory = pets::data::parse_byte_size(max_memory, "--max-memory");

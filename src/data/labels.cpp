@@ -71,6 +71,51 @@ Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction) {
   return split;
 }
 
+const char* split_mode_name(SplitMode mode) {
+  return mode == SplitMode::kStratified ? "stratified" : "random";
+}
+
+SplitMode parse_split_mode(const std::string& text) {
+  if (text == "random") return SplitMode::kRandom;
+  if (text == "stratified") return SplitMode::kStratified;
+  throw UsageError("pets_preprocess: --split-mode must be random or stratified, got '" + text +
+                   "'");
+}
+
+const char* split_note(const std::string& split) {
+  if (split == split_mode_name(SplitMode::kStratified)) return kStratifiedSplitNote;
+  if (split == kGivenSplit) return kGivenSplitNote;
+  return kSeededSplitNote;
+}
+
+Split stratified_split_indices(const std::vector<std::int32_t>& labels, std::uint64_t seed,
+                               double train_fraction) {
+  PETS_CHECK(train_fraction >= 0.0 && train_fraction <= 1.0,
+             "stratified_split_indices: train_fraction must be in [0, 1]");
+  std::vector<std::vector<std::int64_t>> members;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    PETS_CHECK(labels[i] >= 0, "stratified_split_indices: negative label");
+    const auto c = static_cast<std::size_t>(labels[i]);
+    if (c >= members.size()) members.resize(c + 1);
+    members[c].push_back(static_cast<std::int64_t>(i));
+  }
+  Split split;
+  for (std::size_t c = 0; c < members.size(); ++c) {
+    const auto n = static_cast<std::int64_t>(members[c].size());
+    if (n == 0) continue;
+    auto cut = static_cast<std::int64_t>(std::floor(static_cast<double>(n) * train_fraction));
+    cut = n == 1 ? 1 : std::clamp<std::int64_t>(cut, 1, n - 1);
+    const std::vector<std::int64_t> perm =
+        permutation(n, mix_seed({seed, 0x5354524154ULL, static_cast<std::uint64_t>(c)}));
+    for (std::int64_t k = 0; k < n; ++k)
+      (k < cut ? split.train : split.eval)
+          .push_back(members[c][static_cast<std::size_t>(perm[static_cast<std::size_t>(k)])]);
+  }
+  std::sort(split.train.begin(), split.train.end());
+  std::sort(split.eval.begin(), split.eval.end());
+  return split;
+}
+
 std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
                                                  const std::vector<std::int32_t>& train_labels,
                                                  const std::vector<std::int32_t>& eval_labels,

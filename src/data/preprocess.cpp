@@ -38,7 +38,8 @@ std::string PreprocessSummary::line() const {
   // Hidden entries and other files are counted, not named: a photo folder holds many.
   if (const std::string not_read = not_read_text(hidden, not_images); !not_read.empty())
     s += "; " + not_read;
-  s += "; " + std::to_string(train) + " train, " + std::to_string(eval) + " eval, " +
+  s += "; " + std::to_string(train) + " train, " + std::to_string(eval) + " eval" +
+       (split == split_mode_name(SplitMode::kStratified) ? " (stratified)" : "") + ", " +
        std::to_string(labels) + " labels";
   // Files the decoder warned about (and stored); the class warnings are lines of their own.
   if (!warnings.empty()) s += "; " + std::to_string(warnings.size()) + " decoded with warnings";
@@ -181,15 +182,24 @@ struct RoundPlan {
 
 /// Decides, before decoding, where each candidate goes and how the candidates are cut into
 /// rounds. The split is the folders' in the split layout, else a seeded permutation of the
-/// candidate files (as the tutorial's of its file list), so that every round knows where its
-/// images go.
+/// candidate files (as the tutorial's of its file list) or, with --split-mode stratified, of each
+/// class's files, so that every round knows where its images go.
 RoundPlan plan(const PreprocessOptions& o, Listing& listing, int size) {
   CandidateInfo& info = listing.info;
   const auto nc = static_cast<std::int64_t>(info.names.size());
   if (!listing.given_train.empty()) {
+    // The listing is every rank's: every rank throws.
+    if (o.split_mode_given)
+      throw UsageError("pets_preprocess: --split-mode " +
+                       std::string(split_mode_name(o.split_mode)) + ": layout " +
+                       layout_name(listing.layout) +
+                       (listing.chosen ? " (chosen by --layout auto)" : "") + " of " +
+                       o.images_dir + " keeps the split of its folders; leave --split-mode out");
     info.train = listing.given_train;
   } else {
-    const Split split = split_indices(nc, o.seed, o.train_fraction);
+    const Split split = o.split_mode == SplitMode::kStratified
+                            ? stratified_split_indices(info.label, o.seed, o.train_fraction)
+                            : split_indices(nc, o.seed, o.train_fraction);
     info.train.assign(static_cast<std::size_t>(nc), 0);
     for (std::int64_t i : split.train) info.train[static_cast<std::size_t>(i)] = 1;
   }
@@ -345,6 +355,8 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
 
   attributes.seed = o.seed;
   attributes.train_fraction = o.train_fraction;
+  attributes.layout = layout_name(listing.layout);
+  attributes.split = given ? kGivenSplit : split_mode_name(o.split_mode);
   attributes.max_side = o.max_side;
   attributes.tool_version = std::string("pets_preprocess ") + PETS_VERSION;
   // Rank 0's random id: an attribute's value must be the same on every rank.
@@ -354,15 +366,15 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
   writer.close();
 
   summary.layout = std::string(layout_name(listing.layout)) + (listing.chosen ? " (auto)" : "");
+  summary.split = attributes.split;
   summary.hidden = listing.hidden;
   summary.not_images = listing.not_images;
   summary.stored = n_stored;
   summary.train = static_cast<std::int64_t>(members[0].size());
   summary.eval = static_cast<std::int64_t>(members[1].size());
   summary.labels = static_cast<std::int64_t>(label_names.size());
-  summary.class_warnings =
-      class_coverage_warnings(label_names, split_labels[0], split_labels[1],
-                              given ? "the split is the one of the folders" : kSeededSplitNote);
+  summary.class_warnings = class_coverage_warnings(label_names, split_labels[0], split_labels[1],
+                                                   split_note(attributes.split));
 }
 
 /// Renames the finished temporary file to --out (rank 0) and tells every rank whether it could.

@@ -337,12 +337,17 @@ Store::Store(const std::string& path) : path_(path) {
     if (v.empty()) bad(path, what + " is empty");
     tool_version_ = v[0];
   }
-  if (H5Aexists(f, store::kStoreId.name) > 0) {
-    H5Id a = open_attr(path, f, store::kStoreId.name);
+  // Attributes later stores have and earlier ones lack: "" when absent.
+  const auto optional_string = [&](const store::Field& field) {
+    if (H5Aexists(f, field.name) <= 0) return std::string();
+    H5Id a = open_attr(path, f, field.name);
     const std::vector<std::string> v =
-        read_strings(path, a.get(), true, std::string("attribute ") + store::kStoreId.name);
-    if (!v.empty()) store_id_ = v[0];
-  }
+        read_strings(path, a.get(), true, std::string("attribute ") + field.name);
+    return v.empty() ? std::string() : v[0];
+  };
+  store_id_ = optional_string(store::kStoreId);
+  layout_ = optional_string(store::kLayout);
+  split_made_ = optional_string(store::kSplit);
   train_ = read_split(path, f, SplitKind::kTrain, label_names_.size(), train_pixels_);
   eval_ = read_split(path, f, SplitKind::kEval, label_names_.size(), eval_pixels_);
   skipped_ = read_table(path, f, store::kSkippedTable);

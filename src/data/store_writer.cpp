@@ -114,6 +114,8 @@ void StoreWriter::write_attributes(const StoreAttributes& a) {
   write_scalar<std::int32_t>(f, store::kSchemaVersion, store::kVersion);
   h5::write_string_attribute(f, store::kToolVersion.name, {a.tool_version}, true);
   h5::write_string_attribute(f, store::kStoreId.name, {a.store_id}, true);
+  h5::write_string_attribute(f, store::kLayout.name, {a.layout}, true);
+  h5::write_string_attribute(f, store::kSplit.name, {a.split}, true);
 }
 
 void StoreWriter::write_table(const char* name, const std::vector<NameReason>& rows) {

@@ -1,5 +1,6 @@
 // store_listing STORE: what a store holds, one line each, read with the project's own reader
-// (pets::data::Store), for the script tests: "label ID NAME" per label name, then "train LABEL
+// (pets::data::Store), for the script tests: "attribute layout NAME" and "attribute split HOW"
+// (empty for a store written before them), "label ID NAME" per label name, then "train LABEL
 // PATH" and "eval LABEL PATH" per image (fields separated by tabs; LABEL is the label's name), then
 // "skipped PATH REASON" per row of the skipped table.
 #include <iostream>
@@ -13,6 +14,8 @@ int main(int argc, char** argv) {
   }
   try {
     const pets::data::Store store(argv[1]);
+    std::cout << "attribute\tlayout\t" << store.layout() << "\nattribute\tsplit\t"
+              << store.split_made() << '\n';
     const auto& names = store.label_names();
     for (std::size_t i = 0; i < names.size(); ++i)
       std::cout << "label\t" << i << '\t' << names[i] << '\n';

@@ -112,6 +112,71 @@ TEST(Split, EdgeFractions) {
   EXPECT_THROW(split_indices(5, 1, 1.5), pets::Error);
 }
 
+TEST(StratifiedSplit, EveryClassOfTwoOrMoreOnBothSidesAtItsFraction) {
+  // Classes interleaved as a sorted folder listing would not be: 0 has 1 image, 1 has 2, 2 has 3,
+  // 3 has 10, 4 has 40.
+  std::vector<std::int32_t> labels;
+  for (const auto& [c, n] :
+       std::vector<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 3}, {3, 10}, {4, 40}})
+    for (int k = 0; k < n; ++k) labels.push_back(c);
+  std::reverse(labels.begin(), labels.end());
+  std::swap(labels[3], labels[50]);
+  const Split a = stratified_split_indices(labels, 42, 0.8);
+  EXPECT_EQ(a.train, stratified_split_indices(labels, 42, 0.8).train) << "seeded";
+  EXPECT_NE(a.eval, stratified_split_indices(labels, 43, 0.8).eval) << "the seed must matter";
+  EXPECT_TRUE(std::is_sorted(a.train.begin(), a.train.end()));
+  EXPECT_TRUE(std::is_sorted(a.eval.begin(), a.eval.end()));
+  std::set<std::int64_t> all(a.train.begin(), a.train.end());
+  for (auto e : a.eval) EXPECT_TRUE(all.insert(e).second) << "index in both parts: " << e;
+  EXPECT_EQ(all.size(), labels.size());
+  std::vector<int> train(5, 0), eval(5, 0);
+  for (auto i : a.train) ++train[static_cast<std::size_t>(labels[static_cast<std::size_t>(i)])];
+  for (auto i : a.eval) ++eval[static_cast<std::size_t>(labels[static_cast<std::size_t>(i)])];
+  // floor(n * 0.8) to training, held to [1, n - 1]; a single image trains.
+  EXPECT_EQ(train, (std::vector<int>{1, 1, 2, 8, 32}));
+  EXPECT_EQ(eval, (std::vector<int>{0, 1, 1, 2, 8}));
+  // A small fraction still trains on one image of each class, and keeps one back.
+  const Split small = stratified_split_indices(labels, 42, 0.05);
+  std::vector<int> small_train(5, 0);
+  for (auto i : small.train)
+    ++small_train[static_cast<std::size_t>(labels[static_cast<std::size_t>(i)])];
+  EXPECT_EQ(small_train, (std::vector<int>{1, 1, 1, 1, 2}));
+}
+
+TEST(StratifiedSplit, ClassesAreCutIndependently) {
+  // Adding images of one class leaves the other class's split as it was.
+  const std::vector<std::int32_t> two = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
+  std::vector<std::int32_t> more = two;
+  more.insert(more.begin(), 4, 0);  // four more of class 0, before the others
+  const Split a = stratified_split_indices(two, 7, 0.6), b = stratified_split_indices(more, 7, 0.6);
+  std::vector<std::int64_t> a1, b1;
+  for (auto i : a.eval)
+    if (two[static_cast<std::size_t>(i)] == 1) a1.push_back(i - 5);
+  for (auto i : b.eval)
+    if (more[static_cast<std::size_t>(i)] == 1) b1.push_back(i - 9);
+  EXPECT_EQ(a1, b1);
+  EXPECT_EQ(a1.size(), 2u);
+}
+
+TEST(StratifiedSplit, ModeNamesAndTheirNotes) {
+  EXPECT_EQ(parse_split_mode("random"), SplitMode::kRandom);
+  EXPECT_EQ(parse_split_mode("stratified"), SplitMode::kStratified);
+  EXPECT_STREQ(split_mode_name(SplitMode::kStratified), "stratified");
+  try {
+    parse_split_mode("Stratified");
+    ADD_FAILURE() << "parse_split_mode accepted 'Stratified'";
+  } catch (const pets::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--split-mode must be random or stratified, got "
+                                         "'Stratified'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_STREQ(split_note("stratified"), kStratifiedSplitNote);
+  EXPECT_STREQ(split_note("given"), kGivenSplitNote);
+  EXPECT_STREQ(split_note("random"), kSeededSplitNote);
+  EXPECT_STREQ(split_note(""), kSeededSplitNote);  // a store written before the attribute
+}
+
 TEST(ClassCoverage, NamesClassesMissingFromEachSplit) {
   const std::vector<std::string> names = {"a", "b", "c", "d"};
   EXPECT_TRUE(class_coverage_warnings(names, {0, 1, 2, 3, 3}, {3, 2, 1, 0}).empty());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pets_preprocess --layout on trees made here: names, folders and split (each as chosen by auto
-# and given), file names (extensions in any letter case, PNG and GIF, hidden entries, files without
+# and given), --split-mode stratified, file names (extensions in any letter case, PNG and GIF, hidden entries, files without
 # an image extension, spaces and UTF-8, a nested folder, symbolic-link loops), the trees auto
 # refuses, bad input (one class, no image, a class in the evaluation folder only, a class folder
 # not named in UTF-8), and 1,200 classes. Stores are read back with store_listing (the project's
@@ -115,6 +115,38 @@ for name in valid validation test; do
   prep_ok "split with $name/" "sp_$name.log" --images "sp_$name" --out "sp_$name.h5"
   check_eq "split with $name/: eval images" "$(images_of "sp_$name.h5" | grep -c "^eval"$'\t'"[a-z]*"$'\t'"$name/")" 2
 done
+
+# ---- --split-mode stratified -----------------------------------------------------------------
+# Classes of 1, 2, 3 and 10 images: floor(n * 0.8) of each to training, held to [1, n - 1], the
+# single image to training (and warned about); the store records how it was split.
+put "$jpg" strat/a_one/1.jpg strat/b_two/1.jpg strat/b_two/2.jpg
+for i in 1 2 3; do put "$jpg" "strat/c_three/$i.jpg"; done
+for i in 0 1 2 3 4 5 6 7 8 9; do put "$jpg" "strat/d_ten/$i.jpg"; done
+prep_ok "stratified" strat.log --images strat --out strat.h5 --split-mode stratified
+check_eq "stratified: summary line" "$(summary strat.log)" \
+  "layout folders (auto); 16 stored, 0 skipped; 12 train, 4 eval (stratified), 4 labels"
+per_class() { images_of "$1" | awk -F'\t' '{ n[$1 ":" $2]++ } END { for (k in n) print k "=" n[k] }' | LC_ALL=C sort | tr '\n' ' '; }
+check_eq "stratified: images per class and split" "$(per_class strat.h5)" \
+  "eval:b_two=1 eval:c_three=1 eval:d_ten=2 train:a_one=1 train:b_two=1 train:c_three=2 train:d_ten=8 "
+grep -q "^warning: strat.h5: 1 class has no evaluation image: a_one (the split is stratified by class over the files before decoding: a class of one file goes to training" strat.log ||
+  { fail "stratified: no warning naming the class of one image"; show strat.log; }
+attribute() { "$listing" "$1" | awk -F'\t' -v k="$2" '$1 == "attribute" && $2 == k { print $3 }'; }
+check_eq "stratified: the split attribute" "$(attribute strat.h5 split)" stratified
+check_eq "stratified: the layout attribute" "$(attribute strat.h5 layout)" folders
+check_eq "random: the split attribute" "$(attribute fold.h5 split)" random
+check_eq "split layout: the split attribute" "$(attribute sp.h5 split)" given
+prep_ok "stratified, seed 8" strat8.log --images strat --out strat8.h5 --split-mode stratified --seed 8
+check_eq "stratified, seed 8: the same counts" "$(per_class strat8.h5)" "$(per_class strat.h5)"
+[ "$(images_of strat.h5)" != "$(images_of strat8.h5)" ] || fail "stratified: --seed does not change the split"
+# The names layout is stratified by the labels of its names.
+prep_ok "stratified names" permns.log --images perm_names --out permns.h5 --split-mode stratified --train-fraction 0.5
+check_eq "stratified names: 3 of each class to evaluation" "$(per_class permns.h5)" \
+  "eval:A=3 eval:B=3 eval:C=3 train:A=3 train:B=3 train:C=3 "
+expect_usage "--split-mode with the split layout" "--split-mode stratified: layout split (chosen by --layout auto) of sp keeps the split of its folders; leave --split-mode out" \
+  run_np 2 "$prep" --images sp --out spstrat.h5 --split-mode stratified
+no_store spstrat.h5 "--split-mode with the split layout"
+expect_usage "--split-mode junk" "--split-mode must be random or stratified, got 'Random'" \
+  run_np 2 "$prep" --images strat --out bad.h5 --split-mode Random
 
 # ---- trees auto refuses, and the --layout that reads them --------------------------------------
 put "$jpg" amb1/cat/a.jpg amb1/cat/b.jpg amb1/dog/c.jpg amb1/dog/d.jpg amb1/cover.jpg

@@ -6,6 +6,7 @@
 #              controller that is not there): "no Slurm here (why)" and the mpirun command to run
 #              instead, status 2, before srun says anything; its help's PETS_BIN says whether
 #              pets_train is there.
+#   preprocess.sbatch with PETS_SPLIT_MODE: the store is split as it says (its summary line).
 #   train.sbatch with PETS_CONFIG: the file's values win over the script's defaults, the
 #              variables set in the environment win over the file, the defaults fill in the keys
 #              the file lacks (read back through pets_train --write-config, run by the script).
@@ -21,7 +22,7 @@ clean_env=(env -u SLURM_CONF -u SLURM_JOB_ID -u SLURM_CPUS_PER_TASK -u SLURM_SUB
   -u PETS_BIN -u PETS_BUILD -u PETS_DATA -u PETS_OUT -u PETS_THREADS -u PETS_EPOCHS
   -u PETS_BATCH_SIZE -u PETS_MAX_LR -u PETS_MIXED_PRECISION -u PETS_SEED -u PETS_PRETRAINED
   -u PETS_CONFIG -u PETS_TRAIN_ARGS -u PETS_LAUNCHER -u PETS_IMAGES -u PETS_H5
-  -u PETS_PREPROCESS_ARGS -u PETS_LAYOUT
+  -u PETS_PREPROCESS_ARGS -u PETS_LAYOUT -u PETS_SPLIT_MODE
   http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9
   ALL_PROXY=http://127.0.0.1:9 HF_ENDPOINT=http://127.0.0.1:9)
 no_cluster_conf "$work/nocluster.conf"
@@ -150,4 +151,15 @@ check_eq "no PETS_CONFIG: epochs" "$(key no_config.conf epochs)" 2
 check_eq "no PETS_CONFIG: out" "$(key no_config.conf out)" "$work/work/run"
 check_eq "no PETS_CONFIG: threads" "$(key no_config.conf threads)" 1
 pass "train.sbatch without PETS_CONFIG passes its settings"
+
+# ---- preprocess.sbatch: PETS_SPLIT_MODE ------------------------------------------------------
+"$bin/pets_synth" --out strat_images --classes 3 --per-class 3 --seed 5 >/dev/null ||
+  fatal "pets_synth exit $?"
+capture strat.log "${clean_env[@]}" OMPI_MCA_orte_default_hostfile="$work/hostfile" \
+  PETS_BIN="$bin" PETS_LAUNCHER=mpirun PETS_IMAGES="$work/strat_images" PETS_H5="$work/strat.h5" \
+  PETS_SPLIT_MODE=stratified PETS_MAX_SIDE=64 bash "$src/jobs/preprocess.sbatch"
+check_eq "preprocess.sbatch with PETS_SPLIT_MODE=stratified: status" "$status" 0
+grep -q "strat.h5: layout names (auto); 9 stored, 0 skipped; 6 train, 3 eval (stratified), 3 labels$" strat.log ||
+  { fail "preprocess.sbatch: PETS_SPLIT_MODE=stratified did not reach pets_preprocess"; show strat.log; }
+pass "preprocess.sbatch passes PETS_SPLIT_MODE"
 finish

@@ -42,6 +42,27 @@ struct Split {
 /// returned sorted so that storage order follows the (sorted) file names.
 Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction);
 
+/// How the seeded split cuts the files (--split-mode).
+///   random      one permutation of all the files, the first floor(n * fraction) to training (the
+///               tutorial's split)
+///   stratified  the same cut within every class, each with a permutation of its own: a class of
+///               two images or more keeps at least one on each side, one of a single image goes to
+///               training
+enum class SplitMode { kRandom, kStratified };
+
+/// "random" or "stratified".
+const char* split_mode_name(SplitMode mode);
+
+/// The mode of that name; throws pets::UsageError naming --split-mode for anything else.
+SplitMode parse_split_mode(const std::string& text);
+
+/// Seeded stratified split of the images whose class ids are `labels` (index i is image i):
+/// within each class c of n_c images, a permutation of them seeded by (seed, c) sends the first
+/// k_c = floor(n_c * train_fraction), held in [1, n_c - 1] when n_c >= 2 (n_c when n_c == 1), to
+/// training. Depends only on (labels, seed, train_fraction); each part is sorted.
+Split stratified_split_indices(const std::vector<std::int32_t>& labels, std::uint64_t seed,
+                               double train_fraction);
+
 /// The classes of `label_names` with no image in a split, one warning per split that misses
 /// some ("2 classes have no evaluation image: Bengal, pug (...)"); empty when every class is in
 /// both. The split is a seeded permutation of the files, not stratified by class (as the
@@ -49,6 +70,21 @@ Split split_indices(std::int64_t n, std::uint64_t seed, double train_fraction);
 /// `why` in brackets.
 inline constexpr const char* kSeededSplitNote =
     "the split is a seeded permutation of the files, not stratified by class";
+/// Why a stratified split can leave a class on one side.
+inline constexpr const char* kStratifiedSplitNote =
+    "the split is stratified by class over the files before decoding: a class of one file goes "
+    "to training, and a skipped file can leave its class on one side";
+/// Why a split kept as the images came (the split layout) can.
+inline constexpr const char* kGivenSplitNote = "the split is the one of the folders";
+
+/// How a store's split was made, as its `split` attribute records it: "random" or "stratified"
+/// (split_mode_name), or "given" (kept from the split layout's folders).
+inline constexpr const char* kGivenSplit = "given";
+
+/// The note for class_coverage_warnings of a store whose `split` attribute is `split` (""
+/// for stores written before the attribute: their split was random or given, and the random
+/// one's note is used).
+const char* split_note(const std::string& split);
 std::vector<std::string> class_coverage_warnings(const std::vector<std::string>& label_names,
                                                  const std::vector<std::int32_t>& train_labels,
                                                  const std::vector<std::int32_t>& eval_labels,

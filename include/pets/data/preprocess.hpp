@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pets/data/labels.hpp"
 #include "pets/data/layout.hpp"
 #include "pets/data/store_reader.hpp"
 
@@ -29,7 +30,10 @@ struct PreprocessOptions {
   Layout layout = Layout::kAuto;  ///< how images_dir is laid out (layout.hpp)
   std::uint64_t seed = 42;      ///< of the split, except in the split layout (which keeps its own)
   double train_fraction = 0.8;  ///< in (0, 1): both splits must be able to hold images
-  int max_side = 512;           ///< 0 keeps decoded sizes; else at least kMinMaxSide
+  /// How the seeded split cuts the files (labels.hpp); the split layout keeps its own.
+  SplitMode split_mode = SplitMode::kRandom;
+  bool split_mode_given = false;           ///< --split-mode was on the command line
+  int max_side = 512;                      ///< 0 keeps decoded sizes; else at least kMinMaxSide
   std::uint64_t max_pixels = 100'000'000;  ///< decompression-bomb limit, from the header
   /// Decoded pixels one rank holds at once (one round): a round takes max_memory divided by the
   /// largest decoded size an image can have (3 * min(max_side^2, max_pixels)) images per rank,
@@ -41,6 +45,7 @@ struct PreprocessOptions {
 /// What a run did (identical on every rank).
 struct PreprocessSummary {
   std::string layout;  ///< the layout read, "folders (auto)" when --layout auto chose it
+  std::string split;   ///< how the split was made (the store's `split` attribute)
   std::int64_t stored = 0;
   std::int64_t train = 0;
   std::int64_t eval = 0;
@@ -61,7 +66,7 @@ struct PreprocessSummary {
   std::vector<std::uint64_t> peak_resident;
   /// "layout names; N stored, M skipped: name (reason), ...; H not read (...); T train, E eval,
   /// L labels; K decoded with warnings: ...", the "not read" and warning parts only when there
-  /// are some.
+  /// are some; "E eval (stratified)" for a stratified split.
   std::string line() const;
 };
 

@@ -79,6 +79,9 @@ class Store {
   const std::string& tool_version() const { return tool_version_; }
   /// The store_id attribute (store_schema.hpp); empty for a store written before it existed.
   const std::string& store_id() const { return store_id_; }
+  /// The layout and split attributes (store_schema.hpp); empty for a store written before them.
+  const std::string& layout() const { return layout_; }
+  const std::string& split_made() const { return split_made_; }
   const std::vector<NameReason>& skipped() const { return skipped_; }
   const std::vector<NameReason>& warnings() const { return warnings_; }
 
@@ -123,6 +126,8 @@ class Store {
   int max_side_ = 0;
   std::string tool_version_;
   std::string store_id_;
+  std::string layout_;
+  std::string split_made_;
   std::vector<NameReason> skipped_;
   std::vector<NameReason> warnings_;
   /// Where each pixel chunk of a split lies in the file, for reads outside the HDF5 lock

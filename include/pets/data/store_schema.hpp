@@ -87,6 +87,10 @@ inline constexpr Field kTrainFraction{"train_fraction", kFloat64, 0};
 inline constexpr Field kMaxSide{"max_side", kInt32, 0};
 inline constexpr Field kSchemaVersion{"schema_version", kInt32, 0};
 inline constexpr Field kToolVersion{"tool_version", kString, 0};
+/// The layout pets_preprocess read ("names", "folders", "split") and how it split the images
+/// ("random", "stratified", "given": the folders'). Stores written before them have neither.
+inline constexpr Field kLayout{"layout", kString, 0};
+inline constexpr Field kSplit{"split", kString, 0};
 /// The store's identity: 128 random bits as 32 hex digits. Stores written before it have none.
 inline constexpr Field kStoreId{"store_id", kString, 0};
 

@@ -27,6 +27,8 @@ struct StoreAttributes {
   std::uint64_t seed = 0;
   double train_fraction = 0.0;
   std::int32_t max_side = 0;
+  std::string layout;  ///< the image folder's layout (layout_name)
+  std::string split;   ///< how the split was made: "random", "stratified" or "given"
   std::string tool_version;
   std::string store_id;
 };

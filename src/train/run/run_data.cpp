@@ -40,7 +40,8 @@ RunData::RunData(const TrainOptions& options, const comm::MpiComm& mpi, const Ba
   });
   for (const std::string& w :
        data::class_coverage_warnings(labels, loader->store().split(SplitKind::kTrain).labels,
-                                     loader->store().split(SplitKind::kEval).labels))
+                                     loader->store().split(SplitKind::kEval).labels,
+                                     data::split_note(loader->store().split_made())))
     log.note("warning: " + options.data + ": " + w);
 }
 
