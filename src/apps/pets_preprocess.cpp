@@ -39,6 +39,11 @@ names the layout read:
   1 without an image extension); 19 train, 5 eval, 3 labels
   $ mpirun -np 2 pets_preprocess --images photos-split --out split.h5 --layout split
   pets_preprocess: split.h5: layout split; 22 stored, 0 skipped; 18 train, 4 eval, 3 labels
+A --list file is a CSV: a header naming the columns path and label, and optionally split, then
+one line per image (quoted fields with "" for a quote, LF or CRLF, UTF-8). Its paths are
+relative to its folder, or absolute; its labels are the classes; a split column (train or eval
+on every line) is kept as given. A listed file that is missing or unreadable is skipped and
+named; a line that cannot be read is refused with its number. The summary line says "layout list".
 )";
 
 int preprocess_main(int argc, char** argv) {
@@ -49,10 +54,13 @@ int preprocess_main(int argc, char** argv) {
   pets::data::PreprocessOptions o;
   // Unsigned numbers are read as text: Boost would turn "-1" into 2^64-1.
   std::string seed, max_pixels, max_memory, layout, split_mode;
-  po::options_description desc("mpirun -np P pets_preprocess --images DIR --out FILE.h5 [options]");
-  desc.add_options()("help,h", "show this help")("images",
-                                                 po::value<std::string>(&o.images_dir)->required(),
+  po::options_description desc(
+      "mpirun -np P pets_preprocess (--images DIR | --list FILE.csv) --out FILE.h5 [options]");
+  desc.add_options()("help,h", "show this help")("images", po::value<std::string>(&o.images_dir),
                                                  "folder of images, laid out as --layout says")(
+      "list", po::value<std::string>(&o.list_file),
+      "CSV of the images instead: a header 'path,label' (and optionally ',split' with train or "
+      "eval), then a line per image; paths relative to the file's folder or absolute")(
       "layout", po::value<std::string>(&layout)->default_value("auto"),
       "auto, names, folders or split (below)")("out", po::value<std::string>(&o.out)->required(),
                                                "output HDF5 file")(
@@ -93,6 +101,8 @@ int preprocess_main(int argc, char** argv) {
     // Same argv on every rank: every rank throws, as run_mpi_program requires.
     throw pets::UsageError(std::string("pets_preprocess: ") + pets::program_options_message(e));
   }
+  if (layout == pets::data::layout_name(pets::data::Layout::kList))
+    throw pets::UsageError("pets_preprocess: --layout list: give --list FILE.csv instead");
   o.layout = pets::data::parse_layout(layout);
   o.split_mode = pets::data::parse_split_mode(split_mode);
   o.split_mode_given = !vm["split-mode"].defaulted();

@@ -25,12 +25,14 @@ const char* layout_name(Layout layout) {
       return "folders";
     case Layout::kSplit:
       return "split";
+    case Layout::kList:
+      return "list";
   }
   return "?";
 }
 
 Layout parse_layout(const std::string& text) {
-  for (Layout l : {Layout::kAuto, Layout::kNames, Layout::kFolders, Layout::kSplit})
+  for (Layout l : {Layout::kAuto, Layout::kNames, Layout::kFolders, Layout::kSplit, Layout::kList})
     if (text == layout_name(l)) return l;
   throw UsageError("pets_preprocess: --layout must be auto, names, folders or split, got '" + text +
                    "'");

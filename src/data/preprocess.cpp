@@ -30,6 +30,12 @@ namespace fs = std::filesystem;
 
 namespace pets::data {
 
+std::string PreprocessOptions::image_root() const {
+  if (list_file.empty()) return images_dir;
+  const fs::path folder = fs::path(list_file).parent_path();
+  return folder.empty() ? std::string(".") : folder.string();
+}
+
 std::string PreprocessSummary::line() const {
   std::string s = "layout " + layout + "; " + std::to_string(stored) + " stored, " +
                   std::to_string(skipped.size()) + " skipped";
@@ -134,7 +140,7 @@ void decode_round(const PreprocessOptions& o, CandidateInfo& info, std::int64_t 
   for (std::int64_t i = lo; i < hi; ++i) {
     const auto c = static_cast<std::size_t>(i);
     const std::string& name = info.names[c];
-    DecodeResult r = decoder.decode_file((fs::path(o.images_dir) / name).string(), dopt);
+    DecodeResult r = decoder.decode_file((fs::path(o.image_root()) / name).string(), dopt);
     if (!r.ok) {
       skips.emplace_back(name, r.reason);
       sizes.insert(sizes.end(), {0, 0});
@@ -191,10 +197,13 @@ RoundPlan plan(const PreprocessOptions& o, Listing& listing, int size) {
     // The listing is every rank's: every rank throws.
     if (o.split_mode_given)
       throw UsageError("pets_preprocess: --split-mode " +
-                       std::string(split_mode_name(o.split_mode)) + ": layout " +
-                       layout_name(listing.layout) +
-                       (listing.chosen ? " (chosen by --layout auto)" : "") + " of " +
-                       o.images_dir + " keeps the split of its folders; leave --split-mode out");
+                       std::string(split_mode_name(o.split_mode)) + ": " +
+                       (listing.layout == Layout::kList
+                            ? "--list " + o.list_file + " gives the split (its split column)"
+                            : std::string("layout ") + layout_name(listing.layout) +
+                                  (listing.chosen ? " (chosen by --layout auto)" : "") + " of " +
+                                  o.images_dir + " keeps the split of its folders") +
+                       "; leave --split-mode out");
     info.train = listing.given_train;
   } else {
     const Split split = o.split_mode == SplitMode::kStratified
@@ -312,22 +321,22 @@ void finalize(const PreprocessOptions& o, const Listing& listing, std::vector<Na
   const std::string layout = std::string("layout ") + layout_name(listing.layout) +
                              (listing.chosen ? ", chosen by --layout auto" : "");
   if (n_stored == 0)
-    throw UsageError("pets_preprocess: no usable image in " + o.images_dir + " (" + layout +
+    throw UsageError("pets_preprocess: no usable image in " + o.source() + " (" + layout +
                      "): " + skip_reasons_text(summary.skipped) +
                      (not_read.empty() ? "" : "; " + not_read));
   if (const auto classes = std::count(label_stored.begin(), label_stored.end(), 1); classes < 2) {
     const auto t = std::find(label_stored.begin(), label_stored.end(), 1) - label_stored.begin();
     throw UsageError("pets_preprocess: only one class (" +
                      info.label_table[static_cast<std::size_t>(t)] + ") among the " +
-                     std::to_string(n_stored) + " stored images of " + o.images_dir + " (" +
-                     layout + "): a classifier needs at least two");
+                     std::to_string(n_stored) + " stored images of " + o.source() + " (" + layout +
+                     "): a classifier needs at least two");
   }
-  const bool given = listing.layout == Layout::kSplit;
+  const bool given = !listing.given_train.empty();
   for (int s = 0; s < 2; ++s) {
     if (!members[s].empty()) continue;
     if (given)
       throw UsageError("pets_preprocess: no " + std::string(s == 0 ? "training" : "evaluation") +
-                       " image stored from " + o.images_dir + " (" + layout +
+                       " image stored from " + o.source() + " (" + layout +
                        "): " + skip_reasons_text(summary.skipped));
     throw UsageError(
         "pets_preprocess: no " + std::string(s == 0 ? "training" : "evaluation") + " image: all " +

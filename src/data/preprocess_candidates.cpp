@@ -8,6 +8,7 @@
 
 #include "pets/comm/program.hpp"
 #include "pets/data/labels.hpp"
+#include "pets/data/list_file.hpp"
 #include "pets/util/error.hpp"
 #include "pets/util/number_text.hpp"
 
@@ -21,7 +22,13 @@ namespace {
 /// written), or "".
 std::string check_options(const PreprocessOptions& o) {
   std::error_code ec;
-  if (o.images_dir.empty() || o.out.empty()) return "--images and --out are required";
+  if (o.out.empty()) return "--out is required";
+  if (o.images_dir.empty() == o.list_file.empty())
+    return o.images_dir.empty() ? "give --images DIR (a folder of images) or --list FILE.csv"
+                                : "give --images or --list, not both";
+  if (!o.list_file.empty() && o.layout != Layout::kAuto)
+    return std::string("--layout ") + layout_name(o.layout) +
+           " is for --images: a --list names each image's class itself";
   if (!(o.train_fraction > 0.0 && o.train_fraction < 1.0))
     return "--train-fraction must be between 0 and 1 (exclusive): both splits need images, got " +
            format_number(o.train_fraction);
@@ -29,7 +36,12 @@ std::string check_options(const PreprocessOptions& o) {
     return "--max-side must be 0 (keep the size) or at least " + std::to_string(kMinMaxSide) +
            ", got " + std::to_string(o.max_side);
   if (o.max_memory == 0) return "--max-memory must be positive";
-  if (!fs::is_directory(o.images_dir, ec)) return "--images " + o.images_dir + " is not a folder";
+  if (!o.list_file.empty()) {
+    if (fs::is_directory(o.list_file, ec)) return "--list " + o.list_file + " is a folder";
+    if (!fs::is_regular_file(o.list_file, ec)) return "--list " + o.list_file + " is not a file";
+  } else if (!fs::is_directory(o.images_dir, ec)) {
+    return "--images " + o.images_dir + " is not a folder";
+  }
   const fs::path parent = fs::absolute(fs::path(o.out), ec).parent_path();
   if (!fs::is_directory(parent, ec)) return "--out: folder " + parent.string() + " does not exist";
   if (fs::is_directory(o.out, ec)) return "--out " + o.out + " is a folder";
@@ -85,11 +97,11 @@ Listing list_candidates(const PreprocessOptions& o, MPI_Comm comm) {
         if (!problem.empty()) throw UsageError("pets_preprocess: " + problem);
         TreeListing tree;
         try {
-          tree = list_tree(o.images_dir, o.layout);
+          tree = o.list_file.empty() ? list_tree(o.images_dir, o.layout) : list_csv(o.list_file);
         } catch (const UsageError&) {
           throw;
         } catch (const std::exception& e) {
-          throw UsageError(std::string("pets_preprocess: cannot list ") + o.images_dir + ": " +
+          throw UsageError(std::string("pets_preprocess: cannot list ") + o.source() + ": " +
                            e.what());
         }
         std::string text;
@@ -131,7 +143,7 @@ Listing list_candidates(const PreprocessOptions& o, MPI_Comm comm) {
       listing.skips.emplace_back(std::move(name), f.next());
     }
   }
-  if (listing.layout == Layout::kSplit)
+  if (std::any_of(splits.begin(), splits.end(), [](char s) { return s != '-'; }))
     for (const char s : splits) listing.given_train.push_back(s == 't' ? 1 : 0);
   info.label_table = sorted_labels(labels);
   info.label.reserve(labels.size());

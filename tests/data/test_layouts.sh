@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pets_preprocess --layout on trees made here: names, folders and split (each as chosen by auto
-# and given), --split-mode stratified, file names (extensions in any letter case, PNG and GIF, hidden entries, files without
+# and given), --split-mode stratified, --list CSV files, file names (extensions in any letter case, PNG and GIF, hidden entries, files without
 # an image extension, spaces and UTF-8, a nested folder, symbolic-link loops), the trees auto
 # refuses, bad input (one class, no image, a class in the evaluation folder only, a class folder
 # not named in UTF-8), and 1,200 classes. Stores are read back with store_listing (the project's
@@ -105,7 +105,7 @@ check_eq "split: summary line" "$line" \
 check_eq "split: label_names" "$(labels_of sp.h5 | tr '\n' '|')" "bird|cat|dog|"
 check_eq "split: the folders' split kept" "$(images_of sp.h5 | tr '\t\n' ':|')" \
   "eval:cat:val/cat/4.jpg|eval:dog:val/dog/3.jpg|train:bird:train/bird/1.jpg|train:cat:train/cat/1.jpg|train:cat:train/cat/2.jpg|train:cat:train/cat/3.jpg|train:dog:train/dog/1.jpg|train:dog:train/dog/2.jpg|"
-grep -q "^warning: sp.h5: 1 class has no evaluation image: bird (the split is the one of the folders)$" sp.log ||
+grep -q "^warning: sp.h5: 1 class has no evaluation image: bird (the split is kept as given)$" sp.log ||
   { fail "split: no warning for the class without an evaluation image"; show sp.log; }
 # --seed does not move the given split; the other names of the evaluation folder.
 prep_ok "split --seed 9" sp9.log --images sp --out sp9.h5 --seed 9 --layout split
@@ -147,6 +147,48 @@ expect_usage "--split-mode with the split layout" "--split-mode stratified: layo
 no_store spstrat.h5 "--split-mode with the split layout"
 expect_usage "--split-mode junk" "--split-mode must be random or stratified, got 'Random'" \
   run_np 2 "$prep" --images strat --out bad.h5 --split-mode Random
+
+# ---- --list: a CSV of paths and labels ----------------------------------------------------
+# Paths relative to the list's folder (a quoted one with a comma, a space and a quote) or
+# absolute, a UTF-8 label, CRLF line ends, a missing file skipped and named; with a split column
+# the split is kept.
+put "$jpg" lst/imgs/a1.jpg lst/imgs/a2.jpg lst/imgs/a3.jpg "lst/imgs/b 1, \"x\".jpg" lst/imgs/b2.jpg \
+  lst/imgs/b3.jpg abs/c1.jpg abs/c2.jpg
+put "$png" lst/imgs/c3.png
+printf '%s\r\n' 'path,label' imgs/a1.jpg,apple imgs/a2.jpg,apple imgs/a3.jpg,apple \
+  '"imgs/b 1, ""x"".jpg",Birne ñ' imgs/b2.jpg,'Birne ñ' imgs/b3.jpg,'Birne ñ' \
+  "$work/abs/c1.jpg,cherry" "$work/abs/c2.jpg,cherry" imgs/c3.png,cherry imgs/gone.jpg,cherry >lst/list.csv
+prep_ok "--list" lst.log --list lst/list.csv --out lst.h5 --train-fraction 0.5 --split-mode stratified
+check_eq "--list: summary line" "$(summary lst.log)" \
+  "layout list; 9 stored, 1 skipped: imgs/gone.jpg (unreadable file); 3 train, 6 eval (stratified), 3 labels"
+check_eq "--list: label_names" "$(labels_of lst.h5 | tr '\n' '|')" "Birne ñ|apple|cherry|"
+check_eq "--list: the stored paths and labels" "$(images_of lst.h5 | cut -f2,3 | LC_ALL=C sort | tr '\t\n' ':|')" \
+  "$(printf '%s|' "Birne ñ:imgs/b 1, \"x\".jpg" "Birne ñ:imgs/b2.jpg" "Birne ñ:imgs/b3.jpg" "apple:imgs/a1.jpg" "apple:imgs/a2.jpg" "apple:imgs/a3.jpg" "cherry:$work/abs/c1.jpg" "cherry:$work/abs/c2.jpg" "cherry:imgs/c3.png")"
+check_eq "--list: the layout attribute" "$(attribute lst.h5 layout)" list
+# Run from another folder: the paths are the list's folder's, not the current one's.
+mkdir -p elsewhere && (cd elsewhere && capture ../lst2.log run_np 2 "$prep" --max-side 64 --list ../lst/list.csv --out ../lst2.h5 --train-fraction 0.5 --split-mode stratified)
+check_eq "--list from another folder: the same store" "$(images_of lst2.h5)" "$(images_of lst.h5)"
+printf '%s\n' path,label,split imgs/a1.jpg,apple,train imgs/a2.jpg,apple,eval imgs/b2.jpg,'Birne ñ',train \
+  imgs/b3.jpg,'Birne ñ',train >lst/split.csv
+prep_ok "--list with a split" lsts.log --list lst/split.csv --out lsts.h5
+check_eq "--list with a split: kept" "$(images_of lsts.h5 | tr '\t\n' ':|')" \
+  "eval:apple:imgs/a2.jpg|train:Birne ñ:imgs/b2.jpg|train:Birne ñ:imgs/b3.jpg|train:apple:imgs/a1.jpg|"
+check_eq "--list with a split: the split attribute" "$(attribute lsts.h5 split)" given
+grep -q "^warning: lsts.h5: 1 class has no evaluation image: Birne ñ (the split is kept as given)$" lsts.log ||
+  { fail "--list with a split: no warning for the class without an evaluation image"; show lsts.log; }
+expect_usage "--list with a split and --split-mode" "--split-mode random: --list lst/split.csv gives the split (its split column); leave --split-mode out" \
+  run_np 2 "$prep" --list lst/split.csv --out bad.h5 --split-mode random
+printf 'path,label\nimgs/a1.jpg,apple\n"imgs/a2.jpg,apple\n' >lst/open.csv
+expect_usage "--list with an unclosed quote" "--list lst/open.csv, line 3: a quoted field is not closed" \
+  run_np 2 "$prep" --list lst/open.csv --out bad.h5
+expect_usage "--list with --layout" "--layout folders is for --images: a --list names each image's class itself" \
+  run_np 2 "$prep" --list lst/list.csv --layout folders --out bad.h5
+expect_usage "--list and --images" "give --images or --list, not both" \
+  run_np 2 "$prep" --list lst/list.csv --images lst --out bad.h5
+expect_usage "neither --list nor --images" "give --images DIR (a folder of images) or --list FILE.csv" \
+  run_np 2 "$prep" --out bad.h5
+expect_usage "--list naming a folder" "--list lst is a folder" run_np 2 "$prep" --list lst --out bad.h5
+no_store bad.h5 "--list refused"
 
 # ---- trees auto refuses, and the --layout that reads them --------------------------------------
 put "$jpg" amb1/cat/a.jpg amb1/cat/b.jpg amb1/dog/c.jpg amb1/dog/d.jpg amb1/cover.jpg

@@ -6,7 +6,8 @@
 #              controller that is not there): "no Slurm here (why)" and the mpirun command to run
 #              instead, status 2, before srun says anything; its help's PETS_BIN says whether
 #              pets_train is there.
-#   preprocess.sbatch with PETS_SPLIT_MODE: the store is split as it says (its summary line).
+#   preprocess.sbatch with PETS_SPLIT_MODE and PETS_LIST: the store is split as it says, from the
+#              images the list names (its summary line).
 #   train.sbatch with PETS_CONFIG: the file's values win over the script's defaults, the
 #              variables set in the environment win over the file, the defaults fill in the keys
 #              the file lacks (read back through pets_train --write-config, run by the script).
@@ -22,7 +23,7 @@ clean_env=(env -u SLURM_CONF -u SLURM_JOB_ID -u SLURM_CPUS_PER_TASK -u SLURM_SUB
   -u PETS_BIN -u PETS_BUILD -u PETS_DATA -u PETS_OUT -u PETS_THREADS -u PETS_EPOCHS
   -u PETS_BATCH_SIZE -u PETS_MAX_LR -u PETS_MIXED_PRECISION -u PETS_SEED -u PETS_PRETRAINED
   -u PETS_CONFIG -u PETS_TRAIN_ARGS -u PETS_LAUNCHER -u PETS_IMAGES -u PETS_H5
-  -u PETS_PREPROCESS_ARGS -u PETS_LAYOUT -u PETS_SPLIT_MODE
+  -u PETS_PREPROCESS_ARGS -u PETS_LAYOUT -u PETS_SPLIT_MODE -u PETS_LIST
   http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9
   ALL_PROXY=http://127.0.0.1:9 HF_ENDPOINT=http://127.0.0.1:9)
 no_cluster_conf "$work/nocluster.conf"
@@ -161,5 +162,12 @@ capture strat.log "${clean_env[@]}" OMPI_MCA_orte_default_hostfile="$work/hostfi
 check_eq "preprocess.sbatch with PETS_SPLIT_MODE=stratified: status" "$status" 0
 grep -q "strat.h5: layout names (auto); 9 stored, 0 skipped; 6 train, 3 eval (stratified), 3 labels$" strat.log ||
   { fail "preprocess.sbatch: PETS_SPLIT_MODE=stratified did not reach pets_preprocess"; show strat.log; }
-pass "preprocess.sbatch passes PETS_SPLIT_MODE"
+(cd strat_images && ls | head -4 | awk -F_ '{ print $0 "," $1 }') | sed '1i path,label' >strat_images/list.csv
+capture list.log "${clean_env[@]}" OMPI_MCA_orte_default_hostfile="$work/hostfile" \
+  PETS_BIN="$bin" PETS_LAUNCHER=mpirun PETS_LIST="$work/strat_images/list.csv" \
+  PETS_H5="$work/list.h5" PETS_TRAIN_FRACTION=0.5 PETS_MAX_SIDE=64 bash "$src/jobs/preprocess.sbatch"
+check_eq "preprocess.sbatch with PETS_LIST: status" "$status" 0
+grep -q "list.h5: layout list; 4 stored, 0 skipped; 2 train, 2 eval, 2 labels$" list.log ||
+  { fail "preprocess.sbatch: PETS_LIST did not reach pets_preprocess"; show list.log; }
+pass "preprocess.sbatch passes PETS_SPLIT_MODE and PETS_LIST"
 finish

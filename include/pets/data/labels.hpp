@@ -74,11 +74,11 @@ inline constexpr const char* kSeededSplitNote =
 inline constexpr const char* kStratifiedSplitNote =
     "the split is stratified by class over the files before decoding: a class of one file goes "
     "to training, and a skipped file can leave its class on one side";
-/// Why a split kept as the images came (the split layout) can.
-inline constexpr const char* kGivenSplitNote = "the split is the one of the folders";
+/// Why a split kept as the images came (the split layout's folders, a list's split column) can.
+inline constexpr const char* kGivenSplitNote = "the split is kept as given";
 
 /// How a store's split was made, as its `split` attribute records it: "random" or "stratified"
-/// (split_mode_name), or "given" (kept from the split layout's folders).
+/// (split_mode_name), or "given" (kept from the split layout's folders or a list's split column).
 inline constexpr const char* kGivenSplit = "given";
 
 /// The note for class_coverage_warnings of a store whose `split` attribute is `split` (""

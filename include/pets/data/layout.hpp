@@ -20,12 +20,14 @@
 
 namespace pets::data {
 
-enum class Layout { kAuto, kNames, kFolders, kSplit };
+/// kList is no folder layout: the images a --list file names (list_file.hpp).
+enum class Layout { kAuto, kNames, kFolders, kSplit, kList };
 
-/// "auto", "names", "folders" or "split".
+/// "auto", "names", "folders", "split" or "list".
 const char* layout_name(Layout layout);
 
-/// The layout of that name; throws pets::UsageError naming --layout for anything else.
+/// The layout of that name ("list" too); throws pets::UsageError naming --layout for anything
+/// else.
 Layout parse_layout(const std::string& text);
 
 /// The names the split layout's evaluation folder may have, in the order they are looked for.
@@ -36,7 +38,7 @@ inline constexpr std::array<std::string_view, 4> kEvalFolders = {"val", "valid",
 struct TreeCandidate {
   std::string path;   ///< relative to the listed folder, '/'-separated
   std::string label;  ///< its class: the label of its name (names) or its class folder's name
-  char split = 0;     ///< 't' or 'e' where the split layout gives it; 0: the seeded split decides
+  char split = 0;     ///< 't' or 'e' where the split layout or a list gives it; 0: the seeded split
 };
 
 /// What list_tree found.

@@ -25,7 +25,8 @@ inline constexpr int kMinMaxSide = 8;
 
 /// The pets_preprocess command line.
 struct PreprocessOptions {
-  std::string images_dir;
+  std::string images_dir;  ///< the image folder (--images), or
+  std::string list_file;   ///< the CSV list of images and labels (--list, list_file.hpp)
   std::string out;
   Layout layout = Layout::kAuto;  ///< how images_dir is laid out (layout.hpp)
   std::uint64_t seed = 42;      ///< of the split, except in the split layout (which keeps its own)
@@ -40,6 +41,11 @@ struct PreprocessOptions {
   /// at least one.
   std::uint64_t max_memory = std::uint64_t{1} << 30;
   bool overwrite = false;  ///< replace an existing --out (refused otherwise)
+
+  /// What the images come from, as messages name it: the folder or the list file.
+  const std::string& source() const { return list_file.empty() ? images_dir : list_file; }
+  /// The folder the candidates' paths are relative to: the image folder, or the list's folder.
+  std::string image_root() const;
 };
 
 /// What a run did (identical on every rank).

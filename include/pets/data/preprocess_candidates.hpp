@@ -35,8 +35,8 @@ struct Listing {
   std::size_t name_length = 1;     ///< the longest candidate name
   Layout layout = Layout::kNames;  ///< the layout read
   bool chosen = false;             ///< by --layout auto
-  /// Per candidate, 1 for training and 0 for evaluation, as the split layout's folders give it;
-  /// empty: the seeded split decides.
+  /// Per candidate, 1 for training and 0 for evaluation, as the split layout's folders or a
+  /// list's split column give it; empty: the seeded split decides.
   std::vector<char> given_train;
   std::int64_t hidden = 0, not_images = 0;  ///< entries only counted (TreeListing)
 };
