@@ -7,7 +7,7 @@ packages=(
   libtorch-dev libopenblas0-openmp  # OpenBLAS: Debian's LibTorch falls back to the reference BLAS, ~13x slower
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
-  libturbojpeg0-dev libpng-dev libgif-dev
+  libturbojpeg0-dev libpng-dev libgif-dev libwebp-dev
   libboost-program-options-dev
   libxxhash-dev  # header only (pets/util/digest): XXH_INLINE_ALL, nothing to link
   libgtest-dev

@@ -26,8 +26,9 @@ constexpr const char* kLayoutHelp = R"(Layouts (--layout):
   auto     split when DIR holds train/ and an evaluation folder, folders when it holds folders
            and no image file, names when it holds image files and no folder (or folders with
            fewer images below them); refused when unclear, naming the --layout to give
-Images are the files ending in .jpg, .jpeg, .png or .gif in any letter case, decoded by content
-(JPEG, PNG or GIF); unreadable ones are skipped and named. Hidden entries (a leading '.') and
+Images are the files ending in .jpg .jpeg .png .gif .webp .bmp .ppm .pgm .tif .tiff in any
+letter case, decoded by content (JPEG, PNG, GIF, WebP, BMP, PGM/PPM; TIFF is not decoded and is
+skipped); unreadable ones are skipped and named. Hidden entries (a leading '.') and
 other files are counted in the summary line, not read. Symbolic links are followed, each folder
 read once. The --seed and --train-fraction split is a seeded permutation of the files (of each
 class's files with --split-mode stratified), the same for any number of ranks. The summary line

@@ -5,12 +5,18 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 
+#include "decode_formats.hpp"
 #include "pets/util/error.hpp"
 
 namespace pets::data {
+
+using detail::finish;
+using detail::over_limit;
+using detail::pixel_limit_reason;
 
 ImageFormat detect_format(const std::uint8_t* d, std::size_t n) {
   if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return ImageFormat::kJpeg;
@@ -18,6 +24,14 @@ ImageFormat detect_format(const std::uint8_t* d, std::size_t n) {
   if (n >= 8 && std::memcmp(d, kPng, 8) == 0) return ImageFormat::kPng;
   if (n >= 6 && (std::memcmp(d, "GIF87a", 6) == 0 || std::memcmp(d, "GIF89a", 6) == 0))
     return ImageFormat::kGif;
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0)
+    return ImageFormat::kWebp;
+  if (n >= 2 && d[0] == 'B' && d[1] == 'M') return ImageFormat::kBmp;
+  if (n >= 3 && d[0] == 'P' && (d[1] == '2' || d[1] == '3' || d[1] == '5' || d[1] == '6') &&
+      std::isspace(d[2]))
+    return ImageFormat::kPnm;
+  if (n >= 4 && (std::memcmp(d, "II*\0", 4) == 0 || std::memcmp(d, "MM\0*", 4) == 0))
+    return ImageFormat::kTiff;
   return ImageFormat::kUnknown;
 }
 
@@ -29,6 +43,14 @@ const char* format_name(ImageFormat f) {
       return "PNG";
     case ImageFormat::kGif:
       return "GIF";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kBmp:
+      return "BMP";
+    case ImageFormat::kPnm:
+      return "PGM/PPM";
+    case ImageFormat::kTiff:
+      return "TIFF";
     default:
       return "unknown";
   }
@@ -57,22 +79,20 @@ Decoder::~Decoder() = default;
 Decoder::Decoder(Decoder&&) noexcept = default;
 Decoder& Decoder::operator=(Decoder&&) noexcept = default;
 
-namespace {
-
-std::string pixel_limit_reason(std::uint64_t w, std::uint64_t h, std::uint64_t limit) {
+std::string detail::pixel_limit_reason(std::uint64_t w, std::uint64_t h, std::uint64_t limit) {
   return "over the pixel limit (" + std::to_string(w) + "x" + std::to_string(h) + " = " +
          std::to_string(w * h) + " pixels > " + std::to_string(limit) + ")";
 }
 
-bool over_limit(std::uint64_t w, std::uint64_t h, std::uint64_t limit) { return w * h > limit; }
-
-void finish(DecodeResult& r, const DecodeOptions& opt) {
+void detail::finish(DecodeResult& r, const DecodeOptions& opt) {
   int oh = 0;
   int ow = 0;
   fit_max_side(r.image.height, r.image.width, opt.max_side, oh, ow);
   if (oh != r.image.height || ow != r.image.width) r.image = resize_image(r.image, oh, ow);
   r.ok = true;
 }
+
+namespace {
 
 void decode_jpeg(tjhandle tj, const std::uint8_t* data, std::size_t size, const DecodeOptions& opt,
                  DecodeResult& r) {
@@ -300,6 +320,18 @@ DecodeResult Decoder::decode(const std::uint8_t* data, std::size_t size,
     case ImageFormat::kGif:
       decode_gif(data, size, options, r);
       break;
+    case ImageFormat::kWebp:
+      detail::decode_webp(data, size, options, r);
+      break;
+    case ImageFormat::kBmp:
+      detail::decode_bmp(data, size, options, r);
+      break;
+    case ImageFormat::kPnm:
+      detail::decode_pnm(data, size, options, r);
+      break;
+    case ImageFormat::kTiff:
+      r.reason = "TIFF: not decoded (convert it to PNG, which keeps every pixel)";
+      break;
     default: {
       char hex[8];
       std::string first;
@@ -307,7 +339,7 @@ DecodeResult Decoder::decode(const std::uint8_t* data, std::size_t size,
         std::snprintf(hex, sizeof(hex), "%02x", data[i]);
         first += hex;
       }
-      r.reason = "not a JPEG, PNG or GIF (starts with 0x" + first + ")";
+      r.reason = "unknown image format (starts with 0x" + first + ")";
     }
   }
   if (!r.ok) r.image = Image{};

@@ -13,7 +13,8 @@ namespace {
 
 /// The length of the image extension `name` ends in (".jpeg": 5), or 0.
 std::size_t image_extension_length(std::string_view name) {
-  for (std::string_view ext : {".jpg", ".jpeg", ".png", ".gif"}) {
+  for (std::string_view ext :
+       {".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".ppm", ".pgm", ".tif", ".tiff"}) {
     if (name.size() < ext.size()) continue;
     const std::string_view tail = name.substr(name.size() - ext.size());
     if (std::equal(tail.begin(), tail.end(), ext.begin(),

@@ -13,6 +13,7 @@
 #include "pets/comm/program.hpp"
 #include "pets/data/augment.hpp"
 #include "pets/data/decode.hpp"
+#include "pets/data/labels.hpp"
 #include "pets/data/loader.hpp"
 #include "pets/model/folded.hpp"
 #include "pets/model/resnet50d.hpp"
@@ -59,8 +60,9 @@ std::string help_text() {
        "stdout, in input order: `FILE  CLASS  PROBABILITY` (with --top-k K, K class and\n"
        "probability pairs, most probable first). Each image is made into the model's input as\n"
        "evaluation made it (the preprocessing in the model's metadata). A folder stands for its\n"
-       "*.jpg, *.jpeg, *.png and *.gif files (sorted by name, not its subfolders); a file named\n"
-       "on the command line is decoded whatever its name (JPEG, PNG or GIF). Under mpirun the\n"
+       "image files (.jpg .jpeg .png .gif .webp .bmp .ppm .pgm .tif .tiff, any letter case;\n"
+       "sorted by name, not its subfolders); a file named on the command line is decoded\n"
+       "whatever its name (JPEG, PNG, GIF, WebP, BMP, PGM/PPM; not TIFF). Under mpirun the\n"
        "images are split among the ranks; the output is the same.\n"
        "An image that cannot be read gets a warning on stderr and no line; the others are\n"
        "classified, and the exit status is then 2 (as for bad usage or a bad model).\n\n"
@@ -73,13 +75,6 @@ int positive(const po::variables_map& vm, const char* name) {
   if (value <= 0)
     usage("--" + std::string(name) + " must be positive, got " + std::to_string(value));
   return value;
-}
-
-bool is_image_name(const fs::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".gif";
 }
 
 }  // namespace
@@ -150,11 +145,12 @@ std::vector<std::string> list_images(const std::vector<std::string>& inputs) {
     fs::directory_iterator it(input, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;
-      if (it->is_regular_file(type_ec) && is_image_name(it->path()))
+      if (it->is_regular_file(type_ec) && data::has_image_extension(it->path().filename().string()))
         names.push_back(it->path().filename().string());
     }
     if (ec) usage("cannot list folder '" + input + "': " + ec.message());
-    if (names.empty()) usage("folder '" + input + "' holds no *.jpg, *.jpeg, *.png or *.gif file");
+    if (names.empty())
+      usage("folder '" + input + "' holds no image file (*.jpg, *.jpeg, *.png, *.gif, ...)");
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) files.push_back((fs::path(input) / name).string());
   }

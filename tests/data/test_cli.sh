@@ -134,7 +134,7 @@ expect_usage "no folder" "nowhere" run_np 2 "$prep" --images nowhere --out bad.h
 expect_usage "unwritable out" "no/such/dir" run_np 2 "$prep" --images imgs --out no/such/dir/bad.h5
 expect_usage "nothing usable" "empty" run_np 2 "$prep" --images empty --out bad.h5
 # Nothing usable says why, counted by reason.
-grep -q "1 entry skipped (1 not a JPEG, PNG or GIF); 1 not read (1 without an image extension)" usage.log ||
+grep -q "1 entry skipped (1 unknown image format); 1 not read (1 without an image extension)" usage.log ||
   { fail "nothing usable: reasons not counted"; show usage.log; }
 expect_usage "--max-pixels 0" "over the pixel limit" run_np 2 "$prep" --images ghost --out bad.h5 --max-pixels 0
 grep -q "entries skipped (12 over the pixel limit)" usage.log || { fail "--max-pixels 0: reasons not counted"; show usage.log; }

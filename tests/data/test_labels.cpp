@@ -30,15 +30,18 @@ TEST(Labels, RejectsNamesThatDoNotMatch) {
   EXPECT_FALSE(label_from_filename("samoyed_1a.jpg"));
   EXPECT_FALSE(label_from_filename("Persian_3.mat"));
   EXPECT_FALSE(label_from_filename("Persian_3.jpg.bak"));
-  EXPECT_FALSE(label_from_filename("Persian_3.bmp"));
+  EXPECT_FALSE(label_from_filename("Persian_3.jp2"));
+  EXPECT_FALSE(label_from_filename("Persian_3.heic"));
 }
 
 TEST(Labels, ImageExtensionsInAnyLetterCase) {
-  for (const char* name :
-       {"x.jpg", "x.JPG", "x.Jpeg", "x.jpeg", "x.png", "x.PNG", "x.gif", "x.GiF"})
+  for (const char* name : {"x.jpg", "x.JPG", "x.Jpeg", "x.jpeg", "x.png", "x.PNG", "x.gif", "x.GiF",
+                           "x.webp", "x.WEBP", "x.bmp", "x.ppm", "x.Pgm", "x.tif", "x.TIFF"})
     EXPECT_TRUE(has_image_extension(name)) << name;
-  for (const char* name : {"jpg", ".jpg", "x.jpg.bak", "x.mat", "x.bmp", "x.tif", "x.webp", "xjpg"})
+  for (const char* name : {"jpg", ".jpg", ".webp", "x.jpg.bak", "x.mat", "x.heic", "x.jp2", "x.pbm",
+                           "xjpg", "x.tiff~"})
     EXPECT_FALSE(has_image_extension(name)) << name;
+  EXPECT_EQ(label_from_filename("sphynx_7.webp").value(), "sphynx");
   EXPECT_EQ(label_from_filename("Persian_3.JPG").value(), "Persian");
   EXPECT_EQ(label_from_filename("Persian_3.jpeg").value(), "Persian");
   EXPECT_EQ(label_from_filename("Maine Coon_12.PNG").value(), "Maine Coon");

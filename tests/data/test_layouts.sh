@@ -88,7 +88,7 @@ prep_ok "names" names.log --images names --out names.h5
 line=$(summary names.log)
 echo "names: $line"
 check_eq "names: summary up to the split" "$(cut -d';' -f1-3 <<<"$line")" \
-  "layout names (auto); 5 stored, 2 skipped: samoyed.jpg (name does not match ^(.*)_\\d+\\.(jpg|jpeg|png|gif)$ (any letter case)), $(printf 'x\377')_1.jpg (name is not UTF-8 (its label would be a class name)); 2 not read (1 hidden, 1 without an image extension)"
+  "layout names (auto); 5 stored, 2 skipped: samoyed.jpg (name does not match ^(.*)_\\d+\\.(jpg|jpeg|png|gif|webp|bmp|ppm|pgm|tif|tiff)$ (any letter case)), $(printf 'x\377')_1.jpg (name is not UTF-8 (its label would be a class name)); 2 not read (1 hidden, 1 without an image extension)"
 check_eq "names: label_names" "$(labels_of names.h5 | tr '\n' '|')" "Bengal|Maine Coon|Persian|"
 check_eq "names: labels" "$(images_of names.h5 | cut -f2,3 | LC_ALL=C sort | tr '\t\n' ':|')" \
   "Bengal:Bengal_4.png|Bengal:Bengal_5.PNG|Maine Coon:Maine Coon_3.jpg|Persian:Persian_1.JPG|Persian:Persian_2.jpeg|"
@@ -115,6 +115,21 @@ for name in valid validation test; do
   prep_ok "split with $name/" "sp_$name.log" --images "sp_$name" --out "sp_$name.h5"
   check_eq "split with $name/: eval images" "$(images_of "sp_$name.h5" | grep -c "^eval"$'\t'"[a-z]*"$'\t'"$name/")" 2
 done
+
+# ---- formats --------------------------------------------------------------------------------
+# A PPM, a plain PGM and a 24-bit BMP written here, in any letter case of their extensions, are
+# decoded; a TIFF is skipped with its stated reason. (WebP: the decoder's unit tests.)
+{ printf 'P6\n2 1\n255\n'; printf '\377\000\000\000\377\000'; } >bytes.ppm
+# BMP: 2x1, 24 bits, bottom-up, rows padded to 4 bytes: blue then white.
+{ printf 'BM\076\000\000\000\000\000\000\000\066\000\000\000\050\000\000\000\002\000\000\000\001\000\000\000\001\000\030\000'
+  printf '\000%.0s' $(seq 24); printf '\377\000\000\377\377\377\000\000'; } >bytes.bmp
+put bytes.ppm fmt/red/a.ppm fmt/red/b.PPM
+put bytes.bmp fmt/blue/c.bmp fmt/blue/d.Bmp
+printf 'P2 1 1 255 128\n' >fmt/blue/e.pgm
+printf 'II*\000\010\000\000\000' >fmt/red/f.tif
+prep_ok "formats" fmt.log --images fmt --out fmt.h5 --train-fraction 0.5
+check_eq "formats: summary line" "$(summary fmt.log)" \
+  "layout folders (auto); 5 stored, 1 skipped: red/f.tif (TIFF: not decoded (convert it to PNG, which keeps every pixel)); 2 train, 3 eval, 2 labels"
 
 # ---- --split-mode stratified -----------------------------------------------------------------
 # Classes of 1, 2, 3 and 10 images: floor(n * 0.8) of each to training, held to [1, n - 1], the

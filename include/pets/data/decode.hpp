@@ -1,8 +1,10 @@
 #pragma once
 /// \file
 /// Image decoding by content, not by name: JPEG through TurboJPEG, PNG through libpng, GIF
-/// (first frame) through giflib; always to 8-bit RGB (grayscale and CMYK converted, alpha
-/// dropped as PIL's `convert("RGB")`). A bad file is a result, not an exception.
+/// (first frame) through giflib, WebP through libwebp, BMP and Netpbm (PGM, PPM) by our own code
+/// (decode_formats.cpp); always to 8-bit RGB (grayscale and CMYK converted, alpha dropped as
+/// PIL's `convert("RGB")`). TIFF is recognised and refused with that reason. A bad file is a
+/// result, not an exception.
 
 #include <cstdint>
 #include <memory>
@@ -14,12 +16,14 @@
 namespace pets::data {
 
 /// The container format, from the first bytes.
-enum class ImageFormat { kUnknown, kJpeg, kPng, kGif };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kGif, kWebp, kBmp, kPnm, kTiff };
 
-/// Detects JPEG (FF D8 FF), PNG (89 'PNG' 0D 0A 1A 0A) and GIF ("GIF87a"/"GIF89a").
+/// Detects JPEG (FF D8 FF), PNG (89 'PNG' 0D 0A 1A 0A), GIF ("GIF87a"/"GIF89a"), WebP ("RIFF"
+/// size "WEBP"), BMP ("BM"), PGM/PPM ("P2", "P3", "P5", "P6" and a space) and TIFF ("II*\0",
+/// "MM\0*").
 ImageFormat detect_format(const std::uint8_t* data, std::size_t size);
 
-/// "JPEG", "PNG", "GIF" or "unknown".
+/// "JPEG", "PNG", "GIF", "WebP", "BMP", "PGM/PPM", "TIFF" or "unknown".
 const char* format_name(ImageFormat format);
 
 /// Limits and output size of a decode.

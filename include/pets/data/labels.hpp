@@ -2,7 +2,8 @@
 /// \file
 /// File names to labels, as the Python pipeline does: the label is group 1 of
 /// `^(.*)_\d+\.jpg$` on the base name, where the extension is any of the image extensions
-/// (.jpg .jpeg .png .gif) in any letter case.
+/// (.jpg .jpeg .png .gif .webp .bmp .ppm .pgm .tif .tiff: torchvision's ImageFolder's and GIF) in
+/// any letter case.
 
 #include <cstdint>
 #include <optional>
@@ -13,10 +14,11 @@
 namespace pets::data {
 
 /// The pattern a names-layout file name must match, as the messages show it.
-inline constexpr const char* kNamePattern = "^(.*)_\\d+\\.(jpg|jpeg|png|gif)$ (any letter case)";
+inline constexpr const char* kNamePattern =
+    "^(.*)_\\d+\\.(jpg|jpeg|png|gif|webp|bmp|ppm|pgm|tif|tiff)$ (any letter case)";
 
-/// True when the name ends in an image extension: .jpg, .jpeg, .png or .gif in any letter case
-/// (".JPG", ".Jpeg"); the decoder reads the content, whatever the extension says.
+/// True when the name ends in one of those image extensions in any letter case (".JPG", ".Jpeg");
+/// the decoder reads the content, whatever the extension says.
 bool has_image_extension(std::string_view name);
 
 /// The label of a base file name, or nothing when it does not match kNamePattern.

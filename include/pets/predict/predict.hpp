@@ -44,7 +44,7 @@ struct PredictParse {
 PredictParse parse_predict_options(int argc, const char* const* argv);
 
 /// The image files `inputs` stand for, in order: a file as itself (decoded by its content,
-/// whatever its name), a folder as its files named *.jpg, *.jpeg, *.png or *.gif (any case),
+/// whatever its name), a folder as its files with an image extension (data::has_image_extension),
 /// sorted by name, without its subfolders. Throws pets::UsageError naming the path for one that
 /// does not exist or is neither a file nor a folder, and for a folder without such files.
 std::vector<std::string> list_images(const std::vector<std::string>& inputs);
