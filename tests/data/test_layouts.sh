@@ -251,13 +251,26 @@ expect_usage "--layout junk" "--layout must be auto, names, folders or split, go
 put "$jpg" badname/cat/a.jpg "badname/$(printf 'x\377y')/b.jpg"
 # (LC_ALL=C: grep reads the message's invalid UTF-8 as text)
 LC_ALL=C expect_usage "a class folder not named in UTF-8" "is not named in UTF-8" run_np 2 "$prep" --images badname --out bad.h5
+# An unreadable folder. Root reads every folder, so as root the check runs as the user nobody
+# (one rank, started without mpiexec) in a folder of its own under /tmp, with a copy of
+# pets_preprocess (the build tree's folders may be closed to other users).
+put "$jpg" locked/cat/a.jpg locked/cat/b.jpg locked/dog/c.jpg locked/dog/sub/d.jpg
 if [ "$(id -u)" -ne 0 ]; then
-  put "$jpg" locked/cat/a.jpg locked/cat/b.jpg locked/dog/c.jpg locked/dog/sub/d.jpg
   chmod 000 locked/dog/sub
   expect_usage "an unreadable folder" "cannot read the folder locked/dog/sub" run_np 2 "$prep" --images locked --out bad.h5
   chmod 755 locked/dog/sub
+elif command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+  nobody_dir=$(mktemp -d /tmp/pets_layouts.XXXXXX) || fatal "cannot make a folder under /tmp"
+  cp -r locked "$prep" "$nobody_dir/" && chmod -R a+rX "$nobody_dir" && chmod 777 "$nobody_dir" &&
+    chmod 000 "$nobody_dir/locked/dog/sub" || fatal "cannot fill $nobody_dir"
+  cd "$nobody_dir" || fatal "cannot enter $nobody_dir"
+  expect_usage "an unreadable folder (as nobody)" "cannot read the folder locked/dog/sub" \
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- env HOME="$nobody_dir" \
+    "./$(basename "$prep")" --images locked --out bad.h5
+  no_store bad.h5 "an unreadable folder"
+  cd "$work" && rm -rf "$nobody_dir"
 else
-  echo "note: running as root, which reads any folder: the unreadable-folder check is not run"
+  fail "running as root without setpriv or the user nobody: the unreadable-folder check cannot run"
 fi
 no_store bad.h5 "bad input"
 
