@@ -11,6 +11,8 @@
 #     resumed run's best.safetensors is the uninterrupted run's), a missing one is warned about;
 #   - bad input: exit 2 and one error line naming the file; an unreadable image among others is
 #     a warning naming it, the others are still classified.
+#   - classes named by folders (--layout folders, UTF-8 names with spaces) reach the exported
+#     model's label_names and pets_predict's lines, for JPEG, BMP, PGM and PPM images.
 # usage: test_predict.sh PETS_SYNTH PETS_PREPROCESS PETS_TRAIN WORKDIR MPIEXEC NPFLAG PREFLAGS
 #        (PETS_PREDICT: the pets_predict program)
 # shellcheck source=script_common.sh
@@ -151,5 +153,38 @@ grep -qx "error: 1 of $((evaluated + 1)) images could not be read (named above);
 check_eq "the others classified" "$(sed 's|^mixed/|evalimages/|' mixed.out)" "$(cat np1.out)"
 abort_report mixed.err && fail "an unreadable image tore the job down"
 pass "bad input"
+
+# Classes named by folders: a model trained on a store of the folders layout (class names with a
+# space and non-ASCII UTF-8, one of them with images in BMP and PGM/PPM besides JPEG) carries the
+# folder names, and pets_predict prints them, for a folder of images of every format.
+mkdir -p "named/Maine Coon" "named/Émile ñ" named/zebra mixedformats
+i=0
+for f in images/*.jpg; do
+  case $((i % 3)) in 0) d="named/Maine Coon" ;; 1) d="named/Émile ñ" ;; *) d=named/zebra ;; esac
+  cp "$f" "$d/$i.jpg"
+  i=$((i + 1))
+done
+{ printf 'P6\n2 1\n255\n'; printf '\377\000\000\000\377\000'; } >"named/zebra/red green.ppm"
+printf 'P2 1 1 255 128\n' >named/zebra/grey.PGM
+{ printf 'BM\076\000\000\000\000\000\000\000\066\000\000\000\050\000\000\000\002\000\000\000\001\000\000\000\001\000\030\000'
+  printf '\000%.0s' $(seq 24); printf '\377\000\000\377\377\377\000\000'; } >"named/Émile ñ/blue.bmp"
+cp "named/zebra/red green.ppm" named/zebra/grey.PGM "named/Émile ñ/blue.bmp" mixedformats/
+cp "named/Maine Coon/0.jpg" mixedformats/
+run_np 2 "$preprocess" --images named --out named.h5 --max-side 96 > named_pre.out 2>&1 ||
+  { show named_pre.out; fatal "pets_preprocess (folders) exit $?"; }
+grep -q "layout folders (auto); 27 stored, 0 skipped" named_pre.out || { fail "folders store: not 27 images stored"; show named_pre.out; }
+run_np 2 "$train" --data named.h5 --epochs 1 --batch-size 4 --eval-batch-size 8 --seed 42 \
+  --out named_run > named_train.out 2> named_train.err || { show named_train.err; fatal "pets_train (folders) exit $?"; }
+check_eq "folders model label_names" \
+  "$(metadata named_run/model.safetensors label_names | python3 -c 'import json, sys; print("|".join(json.load(sys.stdin)))')" \
+  "Maine Coon|zebra|Émile ñ"  # byte order of the UTF-8 names
+run_np 2 "$predict" --model named_run/model.safetensors --top-k 3 mixedformats > named.out 2> named.err ||
+  { fail "pets_predict (folders) exit $?"; show named.err; }
+check_eq "pets_predict on a folder of four formats: lines" "$(wc -l < named.out)" 4
+check_eq "pets_predict: the files, in name order" "$(awk -F'  ' '{ print $1 }' named.out | tr '\n' '|')" \
+  "mixedformats/0.jpg|mixedformats/blue.bmp|mixedformats/grey.PGM|mixedformats/red green.ppm|"
+check_eq "pets_predict: every line names the three folder classes" \
+  "$(awk -F'  ' '{ n = 0; for (i = 2; i <= NF; i += 2) n += ($i == "Maine Coon" || $i == "Émile ñ" || $i == "zebra"); print n }' named.out | sort -u)" 3
+pass "classes named by folders reach the exported model and pets_predict, for JPEG, BMP, PGM and PPM"
 
 finish
