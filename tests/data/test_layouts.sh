@@ -117,8 +117,8 @@ for name in valid validation test; do
 done
 
 # ---- formats --------------------------------------------------------------------------------
-# A PPM, a plain PGM and a 24-bit BMP written here, in any letter case of their extensions, are
-# decoded; a TIFF is skipped with its stated reason. (WebP: the decoder's unit tests.)
+# A PPM, a plain PGM, a 24-bit BMP and a lossless WebP written here, in any letter case of their
+# extensions, are decoded; a TIFF is skipped with its stated reason.
 { printf 'P6\n2 1\n255\n'; printf '\377\000\000\000\377\000'; } >bytes.ppm
 # BMP: 2x1, 24 bits, bottom-up, rows padded to 4 bytes: blue then white.
 { printf 'BM\076\000\000\000\000\000\000\000\066\000\000\000\050\000\000\000\002\000\000\000\001\000\000\000\001\000\030\000'
@@ -127,9 +127,13 @@ put bytes.ppm fmt/red/a.ppm fmt/red/b.PPM
 put bytes.bmp fmt/blue/c.bmp fmt/blue/d.Bmp
 printf 'P2 1 1 255 128\n' >fmt/blue/e.pgm
 printf 'II*\000\010\000\000\000' >fmt/red/f.tif
+"${PETS_ENCODE_WEBP:?PETS_ENCODE_WEBP names the encode_webp program}" fmt/red/g.WebP ||
+  fatal "encode_webp exit $?"
 prep_ok "formats" fmt.log --images fmt --out fmt.h5 --train-fraction 0.5
 check_eq "formats: summary line" "$(summary fmt.log)" \
-  "layout folders (auto); 5 stored, 1 skipped: red/f.tif (TIFF: not decoded (convert it to PNG, which keeps every pixel)); 2 train, 3 eval, 2 labels"
+  "layout folders (auto); 6 stored, 1 skipped: red/f.tif (TIFF: not decoded (convert it to PNG, which keeps every pixel)); 2 train, 4 eval, 2 labels"
+check_eq "formats: the stored images" "$(images_of fmt.h5 | cut -f2,3 | LC_ALL=C sort | tr '\t\n' ':|')" \
+  "blue:blue/c.bmp|blue:blue/d.Bmp|blue:blue/e.pgm|red:red/a.ppm|red:red/b.PPM|red:red/g.WebP|"
 
 # ---- --split-mode stratified -----------------------------------------------------------------
 # Classes of 1, 2, 3 and 10 images: floor(n * 0.8) of each to training, held to [1, n - 1], the
