@@ -7,6 +7,7 @@ packages=(
   libtorch-dev libopenblas0-openmp  # OpenBLAS: Debian's LibTorch falls back to the reference BLAS, ~13x slower
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
+  python3-h5py  # the tests read stores with h5py too (Debian's python3, /usr/bin/python3)
   libturbojpeg0-dev libpng-dev libgif-dev libwebp-dev
   libboost-program-options-dev
   libxxhash-dev  # header only (pets/util/digest): XXH_INLINE_ALL, nothing to link

@@ -4,7 +4,7 @@
 # an image extension, spaces and UTF-8, a nested folder, symbolic-link loops), the trees auto
 # refuses, bad input (one class, no image, a class in the evaluation folder only, a class folder
 # not named in UTF-8), and 1,200 classes. Stores are read back with store_listing (the project's
-# reader): labels, label_names and the split.
+# reader): labels, label_names and the split; h5py reads the same labels and splits.
 # Usage: test_layouts.sh PETS_SYNTH PETS_PREPROCESS STORE_LISTING WORKDIR MPIEXEC NUMPROC_FLAG "PREFLAGS"
 # shellcheck source=../lib/testlib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/testlib.sh"
@@ -35,6 +35,27 @@ summary() { sed -n 's/^pets_preprocess: [^ ]*: \(layout .*\)/\1/p' "$1"; }
 labels_of() { "$listing" "$1" | awk -F'\t' '$1 == "label" { print $3 }'; }
 images_of() { "$listing" "$1" | awk -F'\t' '$1 == "train" || $1 == "eval"' | LC_ALL=C sort; }
 no_store() { [ ! -e "$1" ] || fail "$2: a store was left at $1"; }
+# The same lines as images_of, read by h5py (Debian's python3-h5py): a reader that is not ours.
+h5py_images_of() {
+  /usr/bin/python3 - "$1" <<'PY' | LC_ALL=C sort
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    names = [n.decode() if isinstance(n, bytes) else n for n in f.attrs["label_names"]]
+    for split in ("train", "eval"):
+        labels, paths = f[split]["labels"][:], f[split]["names"][:]
+        for label, path in zip(labels, paths):
+            path = (path.decode() if isinstance(path, bytes) else path).rstrip("\0")
+            print(split, names[label], path, sep="\t")
+PY
+}
+# h5py_agrees STORE: h5py reads the labels and splits store_listing does.
+h5py_agrees() {
+  local ours theirs
+  ours=$(images_of "$1") theirs=$(h5py_images_of "$1")
+  [ -n "$theirs" ] && [ "$theirs" = "$ours" ] ||
+    { fail "$1: h5py reads other labels or splits"; diff <(echo "$ours") <(echo "$theirs") | head -5; }
+}
 
 # ---- folders ------------------------------------------------------------------------------
 # Classes in byte order of their UTF-8 names ("Maine Coon" < "cat" < "dog" < "Émile ñ"); images
@@ -293,6 +314,10 @@ grep -q "many.h5: layout folders (auto); 2400 stored, 0 skipped; 1200 train, 120
 check_eq "1,200 classes: label_names in byte order" "$(labels_of many.h5)" "$(ls many | LC_ALL=C sort)"
 check_eq "1,200 classes: each image's label is its folder" \
   "$(images_of many.h5 | awk -F'\t' '{ split($3, p, "/"); if (p[1] != $2) print }' | head -3)" ""
+
+for store in fold.h5 permn.h5 names.h5 sp.h5 strat.h5 lst.h5 lsts.h5 fmt.h5 many.h5; do
+  h5py_agrees "$store"
+done
 
 leftovers=$(find . -maxdepth 1 -name '*tmp*')
 [ -z "$leftovers" ] || fail "temporary files left: $leftovers"
