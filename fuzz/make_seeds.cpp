@@ -78,6 +78,19 @@ void write_image_seeds(const fs::path& dir) {
   write_bytes(dir / "rgb.png", pets::testdata::encode_png(img));
   write_bytes(dir / "rgba.png", pets::testdata::encode_png(img, 256));
   write_bytes(dir / "frame.gif", pets::testdata::encode_gif(img));
+  // The formats decoded by our own code: a binary PPM, a 16-bit PGM, a plain PPM, and a 2x1
+  // 24-bit BMP (bottom-up, rows padded to 4 bytes).
+  const auto bytes = [](const std::string& s) {
+    return std::vector<std::uint8_t>(s.begin(), s.end());
+  };
+  write_bytes(dir / "binary.ppm", bytes(std::string("P6\n2 1\n255\n\xff\0\0\0\xff\0", 17)));
+  write_bytes(dir / "wide.pgm", bytes(std::string("P5 2 1 1000\n\x01\xf4\x03\xe8", 16)));
+  write_bytes(dir / "plain.ppm", bytes("P3\n# plain\n2 1\n15\n15 0 0  0 15 0\n"));
+  std::vector<std::uint8_t> bmp = {'B', 'M', 62, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0,  40,
+                                   0,   0,   0,  2, 0, 0, 0, 1, 0, 0, 0,  1, 0, 24, 0};
+  bmp.resize(54, 0);
+  for (const std::uint8_t b : {255, 0, 0, 255, 255, 255, 0, 0}) bmp.push_back(b);
+  write_bytes(dir / "rgb.bmp", bmp);
 }
 
 }  // namespace

@@ -72,6 +72,15 @@ void decode_pnm(const std::uint8_t* data, std::size_t size, const DecodeOptions&
     return;
   }
   const std::size_t samples = uw * uh * static_cast<std::size_t>(channels);
+  // The file must be able to hold its samples before they are allocated: a plain sample takes
+  // two bytes at least (a digit and a space), a binary one its bytes.
+  const std::size_t bytes = maxval > 255 ? 2 : 1;
+  const std::size_t room = in.at() + 1 >= size ? 0 : size - in.at() - 1;
+  if ((plain ? (room + 1) / 2 : room / bytes) < samples) {
+    r.reason = std::string("truncated ") + what + ": " + std::to_string(room) + " bytes for " +
+               std::to_string(samples) + " samples";
+    return;
+  }
   std::vector<std::uint32_t> values(samples);
   if (plain) {
     for (std::size_t i = 0; i < samples; ++i) {
@@ -86,13 +95,6 @@ void decode_pnm(const std::uint8_t* data, std::size_t size, const DecodeOptions&
     }
   } else {
     in.advance(1);  // the one whitespace character after the maximum value
-    const std::size_t bytes = maxval > 255 ? 2 : 1;
-    if (in.at() > size || size - in.at() < samples * bytes) {
-      r.reason = std::string("truncated ") + what + ": " +
-                 std::to_string(in.at() > size ? 0 : size - in.at()) + " of " +
-                 std::to_string(samples * bytes) + " raster bytes";
-      return;
-    }
     const std::uint8_t* p = data + in.at();
     for (std::size_t i = 0; i < samples; ++i)
       values[i] = bytes == 2 ? (std::uint32_t{p[2 * i]} << 8) | p[2 * i + 1] : p[i];

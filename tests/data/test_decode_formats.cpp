@@ -158,8 +158,13 @@ TEST(DecodeFormats, PpmAndPgmBinaryAndPlain) {
 }
 
 TEST(DecodeFormats, BadPnmsAreReasons) {
-  EXPECT_EQ(decode(text("P6\n4 3\n255\nabc")).reason, "truncated PPM: 3 of 36 raster bytes");
-  EXPECT_EQ(decode(text("P3 1 1 255 1 2")).reason, "truncated PPM: sample 2 of 3 missing");
+  EXPECT_EQ(decode(text("P6\n4 3\n255\nabc")).reason, "truncated PPM: 3 bytes for 36 samples");
+  EXPECT_EQ(decode(text("P3 1 1 255 1 2")).reason, "truncated PPM: 3 bytes for 3 samples");
+  EXPECT_EQ(decode(text("P3 1 1 255 1 2    ")).reason, "truncated PPM: sample 2 of 3 missing");
+  // A header that claims 10^8 pixels in a file of 20 bytes: refused before the samples are
+  // allocated.
+  EXPECT_EQ(decode(text("P6 10000 10000 255 ")).reason,
+            "truncated PPM: 0 bytes for 300000000 samples");
   EXPECT_EQ(decode(text("P2 1 1 9 10")).reason,
             "corrupt PGM: sample 0 of 1 over the maximum value");
   EXPECT_EQ(decode(text("P5 0 1 255 ")).reason,
