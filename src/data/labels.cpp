@@ -13,18 +13,24 @@ namespace {
 
 /// The length of the image extension `name` ends in (".jpeg": 5), or 0.
 std::size_t image_extension_length(std::string_view name) {
-  for (std::string_view ext :
-       {".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".ppm", ".pgm", ".tif", ".tiff"}) {
-    if (name.size() < ext.size()) continue;
+  for (std::string_view ext : kImageExtensions) {
+    if (name.size() < ext.size() + 1 || name[name.size() - ext.size() - 1] != '.') continue;
     const std::string_view tail = name.substr(name.size() - ext.size());
     if (std::equal(tail.begin(), tail.end(), ext.begin(),
                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }))
-      return ext.size();
+      return ext.size() + 1;
   }
   return 0;
 }
 
 }  // namespace
+
+std::string name_pattern() {
+  std::string alternatives;
+  for (std::string_view ext : kImageExtensions)
+    alternatives += (alternatives.empty() ? "" : "|") + std::string(ext);
+  return "^(.*)_\\d+\\.(" + alternatives + ")$ (any letter case)";
+}
 
 bool has_image_extension(std::string_view name) {
   // A name that is only the extension (".jpg") is a hidden file, not an image.

@@ -193,7 +193,7 @@ void list_names(const std::string& dir, TreeListing& out) {
       else
         out.skips.emplace_back(e.name, "name is not UTF-8 (its label would be a class name)");
     } else {
-      out.skips.emplace_back(e.name, std::string("name does not match ") + kNamePattern);
+      out.skips.emplace_back(e.name, "name does not match " + name_pattern());
     }
   }
 }

@@ -5,6 +5,7 @@
 /// (.jpg .jpeg .png .gif .webp .bmp .ppm .pgm .tif .tiff: torchvision's ImageFolder's and GIF) in
 /// any letter case.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,15 +14,19 @@
 
 namespace pets::data {
 
-/// The pattern a names-layout file name must match, as the messages show it.
-inline constexpr const char* kNamePattern =
-    "^(.*)_\\d+\\.(jpg|jpeg|png|gif|webp|bmp|ppm|pgm|tif|tiff)$ (any letter case)";
+/// The image extensions (without the dot, lower case): torchvision's ImageFolder's and GIF.
+inline constexpr std::array<std::string_view, 10> kImageExtensions = {
+    "jpg", "jpeg", "png", "gif", "webp", "bmp", "ppm", "pgm", "tif", "tiff"};
+
+/// The pattern a names-layout file name must match, as the messages show it:
+/// "^(.*)_\d+\.(jpg|jpeg|...)$ (any letter case)".
+std::string name_pattern();
 
 /// True when the name ends in one of those image extensions in any letter case (".JPG", ".Jpeg");
 /// the decoder reads the content, whatever the extension says.
 bool has_image_extension(std::string_view name);
 
-/// The label of a base file name, or nothing when it does not match kNamePattern.
+/// The label of a base file name, or nothing when it does not match name_pattern().
 /// "great_pyrenees_12.jpg" -> "great_pyrenees"; "a_1_2.jpg" -> "a_1" (greedy group);
 /// "Persian_3.JPG" -> "Persian".
 std::optional<std::string> label_from_filename(std::string_view base_name);
